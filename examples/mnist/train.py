@@ -1,0 +1,152 @@
+"""Train CSC's MNIST ConvNet with data-parallel PyTorch — the same script on a laptop CPU,
+on 2 local processes, or on 16 GPUs across two LUMI nodes.
+
+    scaletrain run --nproc 2 examples/mnist/train.py --data-dir .cache/mnist --create-small-data
+
+Compared with a 1-GPU script, the scaletrain lines are: init() (launcher, device, process
+group), wrap() (DDP), loader() (global batch split over ranks), Progress (rank-0 output),
+total() (metrics over all ranks) and shutdown().
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import struct
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import scaletrain as st
+
+# MNIST's pixel mean and standard deviation (the usual torchvision Normalize values).
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+
+
+def read_idx(path: Path) -> torch.Tensor:
+    """Read an idx file (MNIST's format: big-endian header, then raw unsigned bytes)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as file:
+        data = file.read()
+    dims = data[3]
+    shape = struct.unpack(f">{dims}I", data[4 : 4 + 4 * dims])
+    return torch.frombuffer(bytearray(data[4 + 4 * dims :]), dtype=torch.uint8).reshape(shape)
+
+
+def find_file(raw: Path, name: str) -> Path:
+    for candidate in (raw / name, raw / f"{name}.gz"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"MNIST file {name}[.gz] not found in {raw}.\n"
+        f"HINT: download MNIST there on a login node (torchvision.datasets.MNIST(root, "
+        f"download=True)), or pass --create-small-data for a small real stand-in."
+    )
+
+
+def load_mnist(root: Path, *, train: bool) -> TensorDataset:
+    """MNIST from the files torchvision's MNIST class reads: <root>/MNIST/raw/*-ubyte[.gz]."""
+    raw, prefix = root / "MNIST" / "raw", "train" if train else "t10k"
+    images = read_idx(find_file(raw, f"{prefix}-images-idx3-ubyte"))
+    labels = read_idx(find_file(raw, f"{prefix}-labels-idx1-ubyte"))
+    images = (images.float().unsqueeze(1) / 255 - MNIST_MEAN) / MNIST_STD  # N×1×28×28
+    return TensorDataset(images, labels.long())
+
+
+class ConvNet(nn.Module):
+    """The CNN of CSC's pytorch-ddp-examples/mnist_ddp.py: two conv blocks and a classifier."""
+
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+
+        def block(channels_in: int, channels_out: int) -> nn.Sequential:
+            return nn.Sequential(
+                nn.Conv2d(channels_in, channels_out, kernel_size=5, padding=2),
+                nn.BatchNorm2d(channels_out),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+            )
+
+        self.features = nn.Sequential(block(1, 16), block(16, 32))  # 28×28 → 14×14 → 7×7
+        self.classifier = nn.Linear(7 * 7 * 32, num_classes)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(images).flatten(1))
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loader: DataLoader, device: torch.device) -> float:
+    """Accuracy over the whole test set: each rank counts its shard, then counts are summed."""
+    model.eval()
+    correct = seen = 0
+    for images, labels in loader:
+        predictions = model(images.to(device)).argmax(dim=1)
+        correct += int((predictions == labels.to(device)).sum())
+        seen += len(labels)
+    model.train()
+    return st.total(correct) / st.total(seen)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Train a ConvNet on MNIST with scaletrain.")
+    parser.add_argument("--data-dir", type=Path, default=Path("data"), help="MNIST root folder")
+    parser.add_argument(
+        "--create-small-data",
+        action="store_true",
+        help="write a small real stand-in (scikit-learn digits) if MNIST is missing",
+    )
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument(
+        "--batch-size", type=int, default=64, help="global batch size: split over all processes"
+    )
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    env = st.init()
+    st.seed_everything(args.seed)  # same seed everywhere: identical initial weights
+
+    # Rank 0 prepares the data (as a download would), the others wait and then read it.
+    with st.rank_zero_first():
+        raw = args.data_dir / "MNIST" / "raw"
+        if args.create_small_data and not (raw / "train-labels-idx1-ubyte").exists():
+            from make_small_mnist import write_small_mnist
+
+            write_small_mnist(args.data_dir)
+    train_set = load_mnist(args.data_dir, train=True)
+    test_set = load_mnist(args.data_dir, train=False)
+
+    model = st.wrap(ConvNet(), sync_batchnorm_layers=True)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    # e.g. global batch 64 over 2 processes = 32 images per process per step
+    train_loader = st.loader(train_set, global_batch_size=args.batch_size, seed=args.seed)
+    test_loader = st.eval_loader(test_set, global_batch_size=256)
+    st.print0(
+        f"{len(train_set)} training images, {len(test_set)} test images, "
+        f"{len(train_loader)} steps per epoch of {args.batch_size} images"
+    )
+
+    progress = st.Progress(args.epochs * len(train_loader), samples_per_step=args.batch_size)
+    accuracy = 0.0
+    for epoch in range(args.epochs):
+        for images, labels in train_loader:  # a new shuffle every epoch, disjoint per rank
+            images, labels = images.to(env.device), labels.to(env.device)
+            loss = nn.functional.cross_entropy(model(images), labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()  # DDP averages the gradients of all ranks here
+            optimizer.step()
+            progress.update(epoch=epoch, loss=loss)
+        accuracy = evaluate(model, test_loader, env.device)
+        st.print0(f"epoch {epoch}: test accuracy {accuracy:.1%}")
+
+    progress.finish(test_accuracy=accuracy)
+    st.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""The one place that prints for people: rich on stderr, styles named by meaning.
+
+Machine output (job scripts, JSON) goes to stdout with plain print. rich honours NO_COLOR.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.theme import Theme
+
+THEME = Theme(
+    {
+        "success": "bold green",
+        "error": "bold red",
+        "warning": "yellow",
+        "info": "cyan",
+        "muted": "dim",
+        "heading": "bold",
+    }
+)
+
+console = Console(stderr=True, theme=THEME, highlight=False)
+
+
+def heading(text: str) -> None:
+    console.print(f"[heading]{text}[/heading]")
+
+
+def info(text: str) -> None:
+    console.print(f"[info]{text}[/info]")
+
+
+def success(text: str) -> None:
+    console.print(f"[success]✓[/success] {text}")
+
+
+def warning(text: str) -> None:
+    console.print(f"[warning]warning:[/warning] {text}")
+
+
+def error(problem: str, hint: str | None = None) -> None:
+    console.print(f"[error]error:[/error] {problem}", markup=True)
+    if hint:
+        console.print(f"[warning]HINT:[/warning] {hint}")

@@ -1,0 +1,1 @@
+"""Local and Slurm launch: start processes, never re-implement a launcher."""

@@ -1,0 +1,85 @@
+"""The run folder: everything about one run in one place (see DESIGN.md).
+
+runs/<name>/
+  plan.toml      what was asked and decided     job.sbatch   the generated job script
+  run.json       a local launch: command, exit  jobs.jsonl   one line per Slurm submission
+  logs/          per-rank and Slurm output      checkpoints/ step-NNNNNNN/ + LATEST
+  metrics/       train.jsonl, summary.json      traces/      profiler traces per rank
+  report/        plots and summaries
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+# Set by `scaletrain run` and generated jobs; read by the runtime inside each process.
+RUN_DIR_VARIABLE = "SCALETRAIN_RUN_DIR"
+
+
+@dataclass(frozen=True, slots=True)
+class RunFolder:
+    """Paths inside one run folder; creating it is explicit (`create`)."""
+
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.toml"
+
+    @property
+    def job_script(self) -> Path:
+        return self.root / "job.sbatch"
+
+    @property
+    def jobs_log(self) -> Path:
+        return self.root / "jobs.jsonl"
+
+    @property
+    def run_record(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics"
+
+    @property
+    def traces(self) -> Path:
+        return self.root / "traces"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report"
+
+    def create(self) -> RunFolder:
+        """Make the folder and the subfolders every run writes to (idempotent)."""
+        for folder in (self.root, self.logs, self.metrics):
+            folder.mkdir(parents=True, exist_ok=True)
+        return self
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> RunFolder | None:
+        """The run folder a launcher chose for this process, if any."""
+        path = environ.get(RUN_DIR_VARIABLE, "")
+        return cls(Path(path)) if path else None
+
+
+def default_run_name(script: Path, now: datetime) -> str:
+    """`<script stem>-<YYYYmmdd-HHMMSS>`, safe as a folder and Slurm job name."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", script.stem) or "run"
+    return f"{stem}-{now:%Y%m%d-%H%M%S}"

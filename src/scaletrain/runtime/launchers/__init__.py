@@ -1,0 +1,49 @@
+"""Detect which launcher started this process and read its layout.
+
+Order matters: torchrun's variables win because `srun torchrun` also leaves SLURM_* set;
+MPI comes before Slurm because `mpirun` inside a job inherits the batch step's SLURM_PROCID.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from scaletrain.runtime.launchers.mpi import MpiLauncher
+from scaletrain.runtime.launchers.slurm import SlurmLauncher, check_not_batch_step
+from scaletrain.runtime.launchers.torchrun import TorchrunLauncher
+from scaletrain.runtime.layout import DEFAULT_MASTER_PORT, ProcessLayout
+
+
+class Launcher(Protocol):
+    name: str
+
+    @staticmethod
+    def detect(environ: Mapping[str, str]) -> bool: ...
+
+    @staticmethod
+    def read(environ: Mapping[str, str]) -> ProcessLayout: ...
+
+
+LAUNCHERS: tuple[type[Launcher], ...] = (TorchrunLauncher, MpiLauncher, SlurmLauncher)
+
+SINGLE_PROCESS = ProcessLayout(
+    launcher="single",
+    rank=0,
+    local_rank=0,
+    world_size=1,
+    local_world_size=1,
+    node_rank=0,
+    num_nodes=1,
+    master_addr="127.0.0.1",
+    master_port=DEFAULT_MASTER_PORT,
+)
+
+
+def detect_layout(environ: Mapping[str, str]) -> ProcessLayout:
+    """The layout of this process according to the first launcher whose variables are set."""
+    for launcher in LAUNCHERS:
+        if launcher.detect(environ):
+            return launcher.read(environ)
+    check_not_batch_step(environ)
+    return SINGLE_PROCESS

@@ -1,0 +1,74 @@
+"""Processes started by torchrun, or by any launcher that sets torch's env:// variables.
+
+accelerate, the deepspeed launcher and hand-written `RANK=... python train.py` lines all set
+RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR, so they are read the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from scaletrain.errors import LaunchEnvironmentError
+from scaletrain.runtime.launchers import slurm
+from scaletrain.runtime.layout import (
+    DEFAULT_MASTER_PORT,
+    ProcessLayout,
+    VariableNames,
+    check_layout,
+    read_int,
+    read_optional_int,
+)
+
+NAMES = VariableNames(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK")
+
+
+class TorchrunLauncher:
+    """Reads RANK/LOCAL_RANK/WORLD_SIZE/LOCAL_WORLD_SIZE/GROUP_RANK/MASTER_ADDR/MASTER_PORT."""
+
+    name = "torchrun"
+
+    @staticmethod
+    def detect(environ: Mapping[str, str]) -> bool:
+        return "TORCHELASTIC_RUN_ID" in environ or ("RANK" in environ and "WORLD_SIZE" in environ)
+
+    @staticmethod
+    def read(environ: Mapping[str, str]) -> ProcessLayout:
+        for required in ("RANK", "WORLD_SIZE"):
+            if required not in environ:
+                raise LaunchEnvironmentError(
+                    f"{required} is not set although torchrun variables are present.",
+                    "launch with torchrun (it sets RANK and WORLD_SIZE) or set both by hand.",
+                )
+        rank = read_int(environ, "RANK")
+        world_size = read_int(environ, "WORLD_SIZE")
+        local_rank = read_optional_int(environ, "LOCAL_RANK", "SLURM_LOCALID")
+        if local_rank is None:
+            if world_size > 1:
+                raise LaunchEnvironmentError(
+                    "LOCAL_RANK is not set, so the process cannot choose its GPU.",
+                    "export LOCAL_RANK (torchrun sets it; under srun: LOCAL_RANK=$SLURM_LOCALID).",
+                )
+            local_rank = 0
+        # Hand-set variables often lack LOCAL_WORLD_SIZE; Slurm can still say how many tasks
+        # share this node. Without either, assume a single node.
+        local_world_size = (
+            read_optional_int(environ, "LOCAL_WORLD_SIZE")
+            or slurm.tasks_on_this_node(environ)
+            or world_size
+        )
+        num_nodes = read_optional_int(environ, "GROUP_WORLD_SIZE") or -(
+            -world_size // local_world_size
+        )
+        node_rank = read_optional_int(environ, "GROUP_RANK", "NODE_RANK")
+        layout = ProcessLayout(
+            launcher=TorchrunLauncher.name if "TORCHELASTIC_RUN_ID" in environ else "env",
+            rank=rank,
+            local_rank=local_rank,
+            world_size=world_size,
+            local_world_size=local_world_size,
+            node_rank=node_rank if node_rank is not None else rank // local_world_size,
+            num_nodes=num_nodes,
+            master_addr=environ.get("MASTER_ADDR", "" if world_size > 1 else "127.0.0.1"),
+            master_port=read_optional_int(environ, "MASTER_PORT") or DEFAULT_MASTER_PORT,
+        )
+        return check_layout(layout, NAMES)

@@ -1,0 +1,102 @@
+"""Where a process sits in a distributed job, as read from its launcher's environment."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scaletrain.errors import LaunchEnvironmentError
+
+# torchrun's own default; used only where no launcher says otherwise.
+DEFAULT_MASTER_PORT = 29500
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VariableNames:
+    """The environment variables a launcher uses, so that errors can name them."""
+
+    rank: str
+    world_size: str
+    local_rank: str
+    master_addr: str = "MASTER_ADDR"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProcessLayout:
+    """Rank and group sizes of one process, independent of any device or torch."""
+
+    launcher: str
+    """Which launcher started the process: torchrun, slurm, mpi or single."""
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    node_rank: int
+    num_nodes: int
+    master_addr: str
+    master_port: int
+
+
+def read_int(environ: Mapping[str, str], name: str) -> int:
+    """Read an integer variable, with an error that names it when it is not one."""
+    value = environ[name]
+    try:
+        return int(value)
+    except ValueError:
+        raise LaunchEnvironmentError(
+            f"{name}={value!r} is not an integer.",
+            f"set {name} to a whole number or let the launcher set it.",
+        ) from None
+
+
+def read_optional_int(environ: Mapping[str, str], *names: str) -> int | None:
+    """The first of `names` that is set, as an integer; None when none is set."""
+    for name in names:
+        if environ.get(name, "") != "":
+            return read_int(environ, name)
+    return None
+
+
+def first_set(environ: Mapping[str, str], *names: str) -> str | None:
+    """The value of the first variable in `names` that is set and not empty."""
+    for name in names:
+        value = environ.get(name, "")
+        if value != "":
+            return value
+    return None
+
+
+def check_layout(layout: ProcessLayout, names: VariableNames) -> ProcessLayout:
+    """Reject layouts that would hang or crash later, naming the variable at fault."""
+    if layout.world_size < 1:
+        raise LaunchEnvironmentError(
+            f"{names.world_size}={layout.world_size} must be at least 1.",
+            f"check how {names.world_size} is set; the launcher normally sets it.",
+        )
+    if not 0 <= layout.rank < layout.world_size:
+        raise LaunchEnvironmentError(
+            f"{names.rank}={layout.rank} is outside 0..{layout.world_size - 1} "
+            f"({names.world_size}={layout.world_size}).",
+            f"ranks count from 0 to {names.world_size}-1; do not set {names.rank} by hand "
+            "or make both variables come from the same launcher.",
+        )
+    if not 0 <= layout.local_rank < layout.local_world_size:
+        raise LaunchEnvironmentError(
+            f"{names.local_rank}={layout.local_rank} is outside 0..{layout.local_world_size - 1} "
+            f"({layout.local_world_size} processes on this node).",
+            "start as many processes per node as the job asked for "
+            "(torchrun --nproc-per-node, or srun --ntasks-per-node).",
+        )
+    if layout.world_size > 1 and not layout.master_addr:
+        raise LaunchEnvironmentError(
+            f"{names.master_addr} is not set, but {layout.world_size} processes must find rank 0.",
+            f"export {names.master_addr}=<first node of the job>, e.g. "
+            '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1), '
+            "or launch with torchrun.",
+        )
+    if not 0 < layout.master_port < 65536:
+        raise LaunchEnvironmentError(
+            f"MASTER_PORT={layout.master_port} is not a valid TCP port.",
+            "choose a port between 1024 and 65535, e.g. 29500.",
+        )
+    return layout

@@ -1,0 +1,131 @@
+"""Visible progress of a training run: steps, loss, samples/s and time left, from rank 0.
+
+Every rank calls `update` each step; values are accumulated where they live (no GPU sync per
+step) and reduced over ranks once per report, so the printed loss is the mean over all
+ranks and all steps since the last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from scaletrain.run_folder import RunFolder
+from scaletrain.train.metrics import Number, mean_over_ranks
+from scaletrain.train.output import is_main_process, print0
+
+# About this many progress lines per run by default: enough to see a trend, few enough to read.
+_LINES_PER_RUN = 20
+
+
+def _format_value(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:.4g}"
+
+
+def _format_duration(seconds: float) -> str:
+    return str(timedelta(seconds=round(seconds)))
+
+
+class Progress:
+    """Report training progress every `every` steps and keep a metrics file in the run folder."""
+
+    def __init__(
+        self,
+        total_steps: int,
+        *,
+        samples_per_step: int,
+        every: int | None = None,
+        start_step: int = 0,
+        run_folder: RunFolder | None = None,
+    ) -> None:
+        self.total_steps = total_steps
+        self.samples_per_step = samples_per_step
+        self.every = every or max(1, total_steps // _LINES_PER_RUN)
+        self.step = start_step
+        self._start_step = start_step
+        self._folder = run_folder or RunFolder.from_environ(os.environ)
+        self._sums: dict[str, torch.Tensor] = {}
+        self._count = 0
+        self._started = time.perf_counter()
+        self._interval_started = self._started
+        self._interval_steps = 0
+        self._epoch: int | None = None
+
+    def update(self, *, epoch: int | None = None, **metrics: Number) -> None:
+        """Record one finished optimizer step; every rank must call this."""
+        self.step += 1
+        self._interval_steps += 1
+        self._epoch = epoch if epoch is not None else self._epoch
+        for name, value in metrics.items():
+            value = value.detach() if isinstance(value, torch.Tensor) else torch.tensor(value)
+            previous = self._sums.get(name)
+            self._sums[name] = value.double() if previous is None else previous + value
+        self._count += 1
+        if self.step % self.every == 0 or self.step == self.total_steps:
+            self._report()
+
+    def _report(self) -> None:
+        now = time.perf_counter()
+        averages = mean_over_ranks(
+            {name: total / self._count for name, total in self._sums.items()}
+        )
+        interval = max(now - self._interval_started, 1e-9)
+        elapsed = now - self._started
+        done = self.step - self._start_step
+        record: dict[str, Any] = {"step": self.step, "epoch": self._epoch, **averages}
+        record["samples_per_s"] = self.samples_per_step * self._interval_steps / interval
+        record["elapsed_s"] = elapsed
+        eta = elapsed / done * (self.total_steps - self.step) if done else 0.0
+        self._sums, self._count = {}, 0
+        self._interval_started, self._interval_steps = now, 0
+        if not is_main_process():
+            return
+        width = len(str(self.total_steps))
+        parts = [
+            f"step {self.step:>{width}}/{self.total_steps} {self.step / self.total_steps:4.0%}"
+        ]
+        if self._epoch is not None:
+            parts.append(f"epoch {self._epoch}")
+        parts += [f"{name} {_format_value(value)}" for name, value in averages.items()]
+        parts.append(f"{record['samples_per_s']:,.0f} samples/s")
+        parts.append(f"elapsed {_format_duration(elapsed)} eta {_format_duration(eta)}")
+        print0(" | ".join(parts))
+        self._append("train.jsonl", record)
+
+    def finish(self, **results: Number) -> dict[str, Any]:
+        """Print and save the run's summary: steps, time, throughput and `results`
+        (averaged over ranks, so pass values that are already global, such as accuracy)."""
+        elapsed = time.perf_counter() - self._started
+        done = self.step - self._start_step
+        summary: dict[str, Any] = {
+            "steps": self.step,
+            "elapsed_s": elapsed,
+            "samples_per_s": self.samples_per_step * done / max(elapsed, 1e-9),
+            **mean_over_ranks(results),
+        }
+        if is_main_process():
+            shown = ", ".join(f"{name} {_format_value(v)}" for name, v in summary.items())
+            print0(f"finished: {shown}")
+            self._write("summary.json", summary)
+        return summary
+
+    def _append(self, filename: str, record: dict[str, Any]) -> None:
+        if self._folder is not None:
+            path = self._metrics_file(filename)
+            with path.open("a") as file:
+                file.write(json.dumps(record) + "\n")
+
+    def _write(self, filename: str, record: dict[str, Any]) -> None:
+        if self._folder is not None:
+            self._metrics_file(filename).write_text(json.dumps(record, indent=2) + "\n")
+
+    def _metrics_file(self, filename: str) -> Path:
+        assert self._folder is not None
+        self._folder.metrics.mkdir(parents=True, exist_ok=True)
+        return self._folder.metrics / filename

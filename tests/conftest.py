@@ -1,0 +1,65 @@
+"""Shared helpers: start real processes with torch.distributed.run (gloo on CPU)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORKERS = REPO / "tests" / "workers"
+
+# Every process a test starts must end by itself; this bounds a hung rendezvous.
+PROCESS_TIMEOUT_S = 180
+
+
+def clean_environ(**extra: str) -> dict[str, str]:
+    """The test runner's environment without launcher variables that would confuse detection."""
+    launcher_prefixes = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "TORCHELASTIC_", "SCALETRAIN_")
+    launcher_names = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
+    environ = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(launcher_prefixes) and name not in launcher_names
+    }
+    return {**environ, "OMP_NUM_THREADS": "1", **extra}
+
+
+def torchrun(
+    script: Path, *args: str, nproc: int = 2, environ: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `script` as `nproc` local processes with torchrun; output captured as text."""
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        str(script),
+        *args,
+    ]
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        env=environ or clean_environ(),
+        check=False,
+    )
+
+
+def scaletrain(
+    *args: str, cwd: Path, environ: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed `scaletrain` command as a user would."""
+    command = [str(Path(sys.executable).with_name("scaletrain")), *args]
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        cwd=cwd,
+        env=environ or clean_environ(),
+        check=False,
+    )

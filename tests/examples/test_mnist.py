@@ -1,0 +1,51 @@
+"""The MNIST example end to end, as the README's demo runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, scaletrain
+
+pytestmark = pytest.mark.multiprocess
+
+EXAMPLE = REPO / "examples" / "mnist" / "train.py"
+# Documented in examples/mnist/README.md for the small stand-in data.
+DOCUMENTED_ACCURACY = 0.90
+
+
+def test_two_processes_train_to_the_documented_accuracy(tmp_path: Path) -> None:
+    result = scaletrain(
+        "run",
+        "--nproc",
+        "2",
+        "--name",
+        "mnist",
+        str(EXAMPLE),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--create-small-data",
+        "--epochs",
+        "3",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The stand-in data was written in MNIST's own format, where torchvision looks for it.
+    raw = tmp_path / "data" / "MNIST" / "raw"
+    assert (raw / "train-images-idx3-ubyte").stat().st_size == 16 + 1498 * 28 * 28
+    summary = json.loads((tmp_path / "runs/mnist/metrics/summary.json").read_text())
+    assert summary["test_accuracy"] >= DOCUMENTED_ACCURACY
+    # Progress was visible while training: steps, loss and throughput.
+    assert "step 69/69 100%" in result.stdout and "samples/s" in result.stdout
+    assert "test_accuracy" in result.stderr  # the final summary table
+    history = [json.loads(line) for line in (tmp_path / "runs/mnist/metrics/train.jsonl").open()]
+    assert history[-1]["loss"] < history[0]["loss"]
+
+
+def test_missing_dataset_names_the_folder_and_the_fix(tmp_path: Path) -> None:
+    result = scaletrain("run", str(EXAMPLE), "--data-dir", str(tmp_path / "none"), cwd=tmp_path)
+    assert result.returncode != 0
+    assert f"not found in {tmp_path / 'none' / 'MNIST' / 'raw'}" in result.stderr
+    assert "--create-small-data" in result.stderr

@@ -1,0 +1,73 @@
+"""`scaletrain run` with real processes: run folder, per-rank logs, failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, WORKERS, scaletrain
+
+pytestmark = pytest.mark.multiprocess
+
+
+def test_two_processes_write_per_rank_logs_into_the_run_folder(tmp_path: Path) -> None:
+    result = scaletrain(
+        "run",
+        "--nproc",
+        "2",
+        "--name",
+        "hello",
+        str(WORKERS / "hello.py"),
+        "--nproc",
+        "x",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    folder = tmp_path / "runs" / "hello"
+    for rank in (0, 1):
+        out = (folder / "logs" / f"rank-{rank}.out").read_text()
+        assert f"hello from rank {rank} of 2 args=x" in out  # script got its own --nproc
+        assert f"run dir {folder}" in out
+        assert f"stderr of rank {rank}" in (folder / "logs" / f"rank-{rank}.err").read_text()
+    # The console echoes rank 0 only.
+    assert "hello from rank 0" in result.stdout and "hello from rank 1" not in result.stdout
+    record = json.loads((folder / "run.json").read_text())
+    assert record["exit_code"] == 0 and record["nproc"] == "2"
+    assert "--nproc-per-node=2" in record["command"]
+    assert "OMP_NUM_THREADS" not in record["variables"]  # the test set it; never overridden
+
+
+def test_a_failing_rank_fails_the_run_and_its_traceback_is_shown(tmp_path: Path) -> None:
+    result = scaletrain(
+        "run",
+        "-n",
+        "2",
+        "--name",
+        "broken",
+        str(WORKERS / "hello.py"),
+        "--fail-rank",
+        "1",
+        cwd=tmp_path,
+    )
+    assert result.returncode != 0
+    assert "failed (exit code" in result.stderr
+    assert "rank 1 failed on purpose" in result.stderr
+    record = json.loads((tmp_path / "runs" / "broken" / "run.json").read_text())
+    assert record["exit_code"] == result.returncode
+
+
+def test_missing_script_is_one_clean_error(tmp_path: Path) -> None:
+    result = scaletrain("run", "--nproc", "2", "nope.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "error: The training script 'nope.py' does not exist." in result.stderr
+    assert "HINT:" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists()  # nothing was started or created
+
+
+def test_bad_process_count_is_rejected(tmp_path: Path) -> None:
+    result = scaletrain(
+        "run", "--nproc", "zero", str(REPO / "examples/mnist/train.py"), cwd=tmp_path
+    )
+    assert result.returncode == 2 and "--nproc 'zero' is not a number" in result.stderr

@@ -1,0 +1,215 @@
+"""Launcher detection from environment dicts, one test per branch a user can hit."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaletrain.errors import LaunchEnvironmentError
+from scaletrain.runtime.launchers import detect_layout
+from scaletrain.runtime.launchers.slurm import port_for_job
+
+TORCHRUN = {
+    "TORCHELASTIC_RUN_ID": "abc",
+    "RANK": "5",
+    "LOCAL_RANK": "1",
+    "WORLD_SIZE": "8",
+    "LOCAL_WORLD_SIZE": "4",
+    "GROUP_RANK": "1",
+    "GROUP_WORLD_SIZE": "2",
+    "MASTER_ADDR": "nid001",
+    "MASTER_PORT": "29400",
+}
+
+# What srun sets in task 5 of `srun --nodes=2 --ntasks-per-node=4` (as seen on a real Slurm).
+SLURM_STEP = {
+    "SLURM_JOB_ID": "123456",
+    "SLURM_STEP_ID": "0",
+    "SLURM_PROCID": "5",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "1",
+    "SLURM_NTASKS": "8",
+    "SLURM_STEP_NUM_TASKS": "8",
+    "SLURM_STEP_NUM_NODES": "2",
+    "SLURM_STEP_NODELIST": "nid[005000-005001]",
+    "SLURM_JOB_NODELIST": "nid[005000-005001]",
+    "SLURM_STEP_TASKS_PER_NODE": "4(x2)",
+    "SLURMD_NODENAME": "nid005001",
+}
+
+
+def test_torchrun_variables_give_the_full_layout() -> None:
+    layout = detect_layout(TORCHRUN)
+    assert layout.launcher == "torchrun"
+    assert (layout.rank, layout.local_rank, layout.world_size) == (5, 1, 8)
+    assert (layout.local_world_size, layout.node_rank, layout.num_nodes) == (4, 1, 2)
+    assert (layout.master_addr, layout.master_port) == ("nid001", 29400)
+
+
+def test_torchrun_wins_over_slurm_variables_under_srun_torchrun() -> None:
+    layout = detect_layout({**SLURM_STEP, **TORCHRUN})
+    assert layout.launcher == "torchrun"
+    assert layout.rank == 5 and layout.master_addr == "nid001"
+
+
+def test_hand_set_env_variables_without_torchrun_are_read_as_env() -> None:
+    environ = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "h1"}
+    layout = detect_layout(environ)
+    assert layout.launcher == "env"
+    assert layout.local_world_size == 2 and layout.num_nodes == 1 and layout.node_rank == 0
+    assert layout.master_port == 29500  # torchrun's default when MASTER_PORT is not set
+
+
+def test_lumi_seed_style_rank_from_slurm_localid() -> None:
+    # 003_*: srun bash -c "RANK=$SLURM_PROCID ..." without LOCAL_RANK: SLURM_LOCALID fills in.
+    environ = {**SLURM_STEP, "RANK": "5", "WORLD_SIZE": "8", "MASTER_ADDR": "nid005000"}
+    environ.pop("SLURM_LOCALID")
+    environ["SLURM_LOCALID"] = "1"
+    layout = detect_layout(environ)
+    assert layout.local_rank == 1 and layout.local_world_size == 4
+
+
+def test_missing_local_rank_with_several_processes_names_the_variable() -> None:
+    with pytest.raises(LaunchEnvironmentError, match="LOCAL_RANK is not set"):
+        detect_layout({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "h"})
+
+
+def test_rank_not_below_world_size_names_both_variables() -> None:
+    with pytest.raises(LaunchEnvironmentError) as caught:
+        detect_layout({**TORCHRUN, "RANK": "8"})
+    assert "RANK=8" in str(caught.value) and "WORLD_SIZE=8" in str(caught.value)
+    assert "HINT:" in str(caught.value)
+
+
+def test_missing_master_addr_with_world_size_above_one_says_how_to_set_it() -> None:
+    environ = {k: v for k, v in TORCHRUN.items() if k != "MASTER_ADDR"}
+    with pytest.raises(LaunchEnvironmentError, match="MASTER_ADDR is not set") as caught:
+        detect_layout(environ)
+    assert "scontrol show hostnames" in caught.value.hint
+
+
+def test_non_integer_variable_is_named() -> None:
+    with pytest.raises(LaunchEnvironmentError, match="WORLD_SIZE='eight'"):
+        detect_layout({**TORCHRUN, "WORLD_SIZE": "eight"})
+
+
+def test_local_rank_beyond_local_world_size() -> None:
+    with pytest.raises(LaunchEnvironmentError, match=r"LOCAL_RANK=4 is outside 0\.\.3"):
+        detect_layout({**TORCHRUN, "LOCAL_RANK": "4"})
+
+
+def test_srun_step_gives_layout_from_slurm_variables() -> None:
+    layout = detect_layout(SLURM_STEP)
+    assert layout.launcher == "slurm"
+    assert (layout.rank, layout.local_rank, layout.world_size) == (5, 1, 8)
+    assert (layout.local_world_size, layout.node_rank, layout.num_nodes) == (4, 1, 2)
+    # MASTER_ADDR is the first host of the expanded node list, where rank 0 runs.
+    assert layout.master_addr == "nid005000"
+    assert layout.master_port == port_for_job(123456)
+
+
+def test_srun_master_port_differs_between_jobs_and_respects_master_port() -> None:
+    other_job = detect_layout({**SLURM_STEP, "SLURM_JOB_ID": "123457"})
+    assert other_job.master_port != detect_layout(SLURM_STEP).master_port
+    assert 1024 < other_job.master_port < 32768
+    assert detect_layout({**SLURM_STEP, "MASTER_PORT": "24500"}).master_port == 24500
+    assert detect_layout({**SLURM_STEP, "MASTER_ADDR": "x"}).master_addr == "x"
+
+
+def test_srun_uneven_tasks_per_node_uses_this_nodes_count() -> None:
+    environ = {
+        **SLURM_STEP,
+        "SLURM_STEP_TASKS_PER_NODE": "3,2",
+        "SLURM_STEP_NUM_TASKS": "5",
+        "SLURM_NTASKS": "5",
+        "SLURM_PROCID": "4",
+    }
+    assert detect_layout(environ).local_world_size == 2
+
+
+def test_srun_without_step_nodelist_falls_back_to_job_nodelist() -> None:
+    environ = {k: v for k, v in SLURM_STEP.items() if k != "SLURM_STEP_NODELIST"}
+    environ["SLURM_JOB_NODELIST"] = "gpu[12,15-16]"
+    assert detect_layout(environ).master_addr == "gpu12"
+
+
+def test_bad_nodelist_is_reported() -> None:
+    with pytest.raises(LaunchEnvironmentError, match="Slurm node list"):
+        detect_layout({**SLURM_STEP, "SLURM_STEP_NODELIST": "nid[005000-"})
+
+
+def test_python_in_batch_script_of_multi_task_job_says_use_srun() -> None:
+    batch_step = {"SLURM_JOB_ID": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "4"}
+    with pytest.raises(LaunchEnvironmentError, match="batch script") as caught:
+        detect_layout(batch_step)
+    assert "srun" in caught.value.hint
+
+
+def test_single_task_batch_job_is_a_single_process() -> None:
+    layout = detect_layout({"SLURM_JOB_ID": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"})
+    assert layout.launcher == "single" and layout.world_size == 1
+
+
+def test_open_mpi_variables() -> None:
+    environ = {
+        "OMPI_COMM_WORLD_RANK": "6",
+        "OMPI_COMM_WORLD_SIZE": "8",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "2",
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+        "MASTER_ADDR": "node1",
+    }
+    layout = detect_layout(environ)
+    assert layout.launcher == "mpi"
+    assert (layout.rank, layout.local_rank, layout.node_rank, layout.num_nodes) == (6, 2, 1, 2)
+
+
+def test_mpirun_inside_a_job_ignores_the_inherited_batch_procid() -> None:
+    # mpirun in a batch script: every rank inherits SLURM_PROCID=0 from the batch step.
+    environ = {
+        "SLURM_JOB_ID": "77",
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "8",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "OMPI_COMM_WORLD_RANK": "3",
+        "OMPI_COMM_WORLD_SIZE": "8",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "3",
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+    }
+    layout = detect_layout(environ)
+    assert layout.launcher == "mpi" and layout.rank == 3
+    assert layout.master_addr == "n1" and layout.master_port == port_for_job(77)
+
+
+def test_hydra_pmi_variables_on_one_node_need_no_master_addr() -> None:
+    environ = {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}
+    layout = detect_layout(environ)
+    assert layout.launcher == "mpi" and layout.master_addr == "127.0.0.1"
+
+
+def test_hydra_across_nodes_without_master_addr_is_an_error() -> None:
+    environ = {"PMI_RANK": "1", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}
+    with pytest.raises(LaunchEnvironmentError, match="MASTER_ADDR"):
+        detect_layout(environ)
+
+
+def test_pmix_under_srun_takes_sizes_from_slurm() -> None:
+    environ = {**SLURM_STEP, "PMIX_RANK": "5"}
+    layout = detect_layout(environ)
+    assert layout.launcher == "mpi"
+    assert (layout.rank, layout.world_size, layout.local_rank) == (5, 8, 1)
+    assert layout.master_addr == "nid005000"
+
+
+def test_pmix_without_any_size_says_what_is_missing() -> None:
+    with pytest.raises(LaunchEnvironmentError, match="world size is not"):
+        detect_layout({"PMIX_RANK": "0"})
+
+
+def test_mpi_without_local_rank_is_an_error() -> None:
+    with pytest.raises(LaunchEnvironmentError, match="which process runs where"):
+        detect_layout({"PMI_RANK": "0", "PMI_SIZE": "2"})
+
+
+def test_plain_python_is_a_single_process() -> None:
+    layout = detect_layout({"HOME": "/root"})
+    assert layout.launcher == "single"
+    assert (layout.rank, layout.world_size, layout.local_world_size) == (0, 1, 1)

@@ -1,0 +1,80 @@
+"""Global batch splitting, epoch reshuffling and evaluation shards (single process)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+import scaletrain as st
+from scaletrain.errors import ScaletrainError
+from scaletrain.train.data import EpochSampler, EvalSampler, per_rank_batch_size
+
+
+@pytest.fixture
+def single_process() -> Iterator[st.DistEnv]:
+    yield st.init()
+    st.shutdown()
+
+
+def test_global_batch_is_divided_by_ranks_and_accumulation() -> None:
+    assert per_rank_batch_size(256, world_size=8, accumulation_steps=2) == 16
+
+
+def test_indivisible_global_batch_suggests_neighbours() -> None:
+    with pytest.raises(ScaletrainError) as caught:
+        per_rank_batch_size(100, world_size=3, accumulation_steps=1)
+    assert "100 cannot be split evenly over 3 process(es)" in str(caught.value)
+    assert "multiple of 3 (e.g. 99 or 102)" in caught.value.hint
+
+
+def test_epoch_sampler_reshuffles_each_pass_and_honours_set_epoch() -> None:
+    sampler = EpochSampler(range(20), num_replicas=1, rank=0, shuffle=True, seed=0)
+    first, second = list(sampler), list(sampler)
+    assert first != second and sorted(first) == sorted(second) == list(range(20))
+    sampler.set_epoch(0)
+    assert list(sampler) == first  # explicit epochs reproduce the order exactly
+    sampler.set_epoch(0)
+    assert list(sampler) == first  # set_epoch before each pass does not double-advance
+
+
+def test_eval_sampler_covers_every_sample_exactly_once() -> None:
+    shards = [list(EvalSampler(10, rank=r, world_size=3)) for r in range(3)]
+    assert sorted(index for shard in shards for index in shard) == list(range(10))
+    assert [len(s) for s in shards] == [4, 3, 3]
+
+
+def test_loader_uses_forkserver_workers_within_this_ranks_cores(
+    single_process: st.DistEnv,
+) -> None:
+    data = TensorDataset(torch.arange(32.0))
+    default = st.loader(data, global_batch_size=8)
+    assert default.num_workers == min(single_process.cpu_count - 1, 8)
+    with_workers = st.loader(data, global_batch_size=8, num_workers=1)
+    assert with_workers.multiprocessing_context.get_start_method() == "forkserver"
+    batches = [batch[0] for batch in with_workers]
+    assert len(batches) == 4 and all(len(b) == 8 for b in batches)
+
+
+def test_init_twice_returns_the_same_env_and_helpers_work_alone(
+    single_process: st.DistEnv,
+) -> None:
+    assert st.init() is single_process
+    assert single_process.launcher == "single" and single_process.world_size == 1
+    assert st.mean(torch.tensor(3.0)) == 3.0 and st.total(2) == 2.0
+    model = st.wrap(torch.nn.Linear(2, 2))
+    assert isinstance(model, torch.nn.Linear)  # no DDP overhead for one process
+
+
+def test_sync_batchnorm_on_cpu_warns_and_keeps_batchnorm(single_process: st.DistEnv) -> None:
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2))
+    with pytest.warns(UserWarning, match="SyncBatchNorm needs a GPU"):
+        wrapped = st.wrap(net, sync_batchnorm_layers=True)
+    assert isinstance(wrapped[1], torch.nn.BatchNorm2d)
+
+
+def test_helpers_before_init_say_to_call_init() -> None:
+    with pytest.raises(ScaletrainError, match=r"scaletrain.init\(\) has not been called"):
+        st.loader(TensorDataset(torch.arange(4.0)), global_batch_size=2)
