@@ -6,6 +6,7 @@ runs/<name>/
   logs/          per-rank and Slurm output      checkpoints/ step-NNNNNNN/ + LATEST
   metrics/       train.jsonl, summary.json      traces/      profiler traces per rank
   report/        plots and summaries
+  stop-requested / stopped.json   the graceful-stop handshake between job script and run
 """
 
 from __future__ import annotations
@@ -65,6 +66,18 @@ class RunFolder:
     @property
     def report(self) -> Path:
         return self.root / "report"
+
+    @property
+    def stop_request(self) -> Path:
+        """Written by a job script's signal trap (time limit soon, preemption) or by the user:
+        the training processes save a checkpoint at the next step boundary and stop."""
+        return self.root / "stop-requested"
+
+    @property
+    def stopped_marker(self) -> Path:
+        """Written by rank 0 after the stop checkpoint is complete; tells the job script
+        that requeueing will resume, not restart, the run."""
+        return self.root / "stopped.json"
 
     def create(self) -> RunFolder:
         """Make the folder and the subfolders every run writes to (idempotent)."""
