@@ -5,26 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from scaletrain.runtime.layout import ProcessLayout
+
 if TYPE_CHECKING:
     import torch
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class DistEnv:
-    """Rank, group sizes, rendezvous address, device and backend of this process."""
+class DistEnv(ProcessLayout):
+    """A process's layout (rank, group sizes, rendezvous address) plus its device, backend
+    and CPU share, as decided by scaletrain.init()."""
 
-    launcher: str
-    """torchrun, env (torch's variables set by another tool), slurm, mpi or single."""
-    rank: int
-    """Global rank, 0 .. world_size-1."""
-    local_rank: int
-    """Rank among the processes on this node; picks the GPU."""
-    world_size: int
-    local_world_size: int
-    node_rank: int
-    num_nodes: int
-    master_addr: str
-    master_port: int
     device: torch.device
     backend: str
     """torch.distributed backend: nccl (RCCL on ROCm) for GPUs, gloo for CPU."""

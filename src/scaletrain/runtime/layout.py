@@ -26,9 +26,11 @@ class ProcessLayout:
     """Rank and group sizes of one process, independent of any device or torch."""
 
     launcher: str
-    """Which launcher started the process: torchrun, slurm, mpi or single."""
+    """torchrun, env (torch's variables set by another tool), slurm, mpi or single."""
     rank: int
+    """Global rank, 0 .. world_size-1."""
     local_rank: int
+    """Rank among the processes on this node; picks the GPU."""
     world_size: int
     local_world_size: int
     node_rank: int

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping, MutableMapping
+from dataclasses import fields
 from datetime import timedelta
 
 from scaletrain.errors import ScaletrainError
@@ -102,15 +103,7 @@ def init(
             )
         atexit.register(_release_process_group)
     _current = DistEnv(
-        launcher=layout.launcher,
-        rank=layout.rank,
-        local_rank=layout.local_rank,
-        world_size=layout.world_size,
-        local_world_size=layout.local_world_size,
-        node_rank=layout.node_rank,
-        num_nodes=layout.num_nodes,
-        master_addr=layout.master_addr,
-        master_port=layout.master_port,
+        **{field.name: getattr(layout, field.name) for field in fields(layout)},
         device=torch_device,
         backend=backend,
         cpu_count=cpus_per_process(layout, environ, allowed_cpus()),
