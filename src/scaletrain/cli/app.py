@@ -8,6 +8,8 @@ import typer
 
 from scaletrain import __version__
 from scaletrain.cli import console
+from scaletrain.cli.clusters import clusters_app
+from scaletrain.cli.plan import plan
 from scaletrain.cli.run import run
 from scaletrain.errors import ScaletrainError
 
@@ -61,6 +63,15 @@ app.command(
         "allow_interspersed_args": False,
     },
 )(run)
+app.command(
+    # Everything after the script belongs to the script, as with `run`.
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+    },
+)(plan)
+app.add_typer(clusters_app, name="clusters")
 
 
 def main() -> None:

@@ -1,0 +1,142 @@
+"""`scaletrain clusters`: list the cluster profiles; `clusters show NAME` explains one."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+from rich.table import Table
+
+from scaletrain.cli import console
+from scaletrain.clusters import (
+    ClusterProfile,
+    ProfileError,
+    load_profile,
+    profile_files,
+    read_profile,
+    user_profile_folder,
+)
+from scaletrain.clusters.billing import describe_rule
+from scaletrain.clusters.slurm_time import describe_duration
+
+clusters_app = typer.Typer(
+    help=(
+        "List the cluster profiles (LUMI, Puhti, Mahti, this machine, your own site); "
+        "[bold]clusters show NAME[/bold] explains one."
+    ),
+    no_args_is_help=False,
+    rich_markup_mode="rich",
+)
+
+
+@clusters_app.callback(invoke_without_command=True)
+def list_clusters(ctx: typer.Context) -> None:
+    """List the cluster profiles (packaged, and yours in ~/.config/scaletrain/clusters/)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    environ = dict(os.environ)
+    table = Table(title="cluster profiles", title_justify="left")
+    for column in ("name", "GPU", "GPUs/node", "partitions", "file"):
+        table.add_column(column)
+    broken = []
+    for profile_file in profile_files(environ).values():
+        try:
+            profile = read_profile(profile_file)
+        except ProfileError as error:
+            broken.append(error)
+            continue
+        where = (
+            profile.source if profile_file.origin == "user" else f"packaged: {profile.name}.toml"
+        )
+        gpu = f"{profile.node.accelerator} {profile.node.gpu_model}"
+        partitions = ", ".join(profile.partitions)
+        table.add_row(profile.name, gpu, str(profile.node.gpus), partitions, where)
+    console.console.print(table)
+    console.info(f"your own profiles: {user_profile_folder(environ)}/<name>.toml")
+    for problem in broken:
+        console.warning(f"{problem.problem} HINT: {problem.hint}")
+
+
+@clusters_app.command("show")
+def show_cluster(name: str = typer.Argument(..., help="Cluster name, e.g. lumi.")) -> None:
+    """Explain one cluster: partitions and limits, fair share per GPU, billing, network."""
+    profile = load_profile(name, dict(os.environ))
+    console.heading(f"{profile.name}: {profile.description}")
+    facts = Table(show_header=False, box=None, pad_edge=False)
+    for label, text in _facts(profile):
+        facts.add_row(f"[muted]{label}[/muted]", text)
+    console.console.print(facts)
+    console.console.print(_partition_table(profile))
+
+
+def _facts(profile: ClusterProfile) -> list[tuple[str, str]]:
+    node, slurm = profile.node, profile.slurm
+    memory = f", {node.usable_memory_gb} GB" if node.usable_memory_gb else ""
+    fair_memory = profile.fair_share_memory_gb
+    default = profile.default_per_gpu
+    rows = [
+        ("file", profile.source),
+        (
+            "node",
+            f"{node.gpus} × {node.gpu_model} ({node.accelerator}), {node.usable_cores} "
+            f"cores{memory} usable by jobs",
+        ),
+        (
+            "fair share",
+            f"per GPU: {profile.fair_share_cores} cores"
+            + (f", {fair_memory} GB" if fair_memory else "")
+            + "; more is billed or keeps other jobs off the node",
+        ),
+        (
+            "planner asks",
+            f"per GPU: {default.cores} cores"
+            + (
+                f", {default.memory_gb} GB (--mem, per node)"
+                if slurm.request_memory
+                else "; no --mem (the site assigns memory)"
+            ),
+        ),
+        ("GPU option", slurm.gpu_request.format(gpus="N") if slurm.gpu_request else "none"),
+    ]
+    if node.cpu_masks:
+        rows.append(("CPU masks", "GPU 0..: " + ",".join(node.cpu_masks)))
+    rows.extend(("export", f"{key}={value}") for key, value in profile.environment.items())
+    if profile.software.setup:
+        rows.append(("setup", "; ".join(profile.software.setup)))
+    if profile.software.container_command:
+        rows.append(("container", f"{profile.software.container_command} <image> ..."))
+    if profile.billing:
+        rows.append(("billing", f"{profile.billing.unit}: {profile.billing.meaning}"))
+    return rows
+
+
+def _partition_table(profile: ClusterProfile) -> Table:
+    table = Table(title="partitions", title_justify="left")
+    for column in ("name", "time limit", "limits", "allocation", "billing", "auto"):
+        table.add_column(column)
+    for name, partition in profile.partitions.items():
+        limit = partition.max_time_seconds
+        limits = [
+            f"{value} {what}"
+            for value, what in (
+                (partition.max_nodes, "nodes"),
+                (partition.max_gpus, "GPUs"),
+                (partition.max_gpus_per_node, "GPUs per node"),
+            )
+            if value is not None
+        ]
+        allocation = "whole nodes" if partition.whole_nodes else "by GPU, cores, memory"
+        billing = (
+            describe_rule(partition.billing, profile.billing.unit)
+            if partition.billing and profile.billing
+            else "not billed"
+        )
+        table.add_row(
+            name,
+            describe_duration(limit) if limit else "none",
+            ", ".join(f"≤ {text}" for text in limits),
+            allocation + (" (--exclusive)" if partition.exclusive else ""),
+            billing,
+            "yes" if partition.auto else "only if named",
+        )
+    return table

@@ -1,0 +1,151 @@
+"""`scaletrain plan`: decide partition, shape, cores, memory and cost before submitting."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from scaletrain.cli import console
+from scaletrain.clusters import load_profile
+from scaletrain.clusters.slurm_time import describe_duration
+from scaletrain.launch.modes import DEFAULT_MODE, launch_modes
+from scaletrain.planning import Plan, Request, plan_job
+
+
+def plan(
+    ctx: typer.Context,
+    script: str = typer.Argument(..., help="Your training script; arguments after it go to it."),
+    cluster: str = typer.Option(
+        ..., "--cluster", "-c", envvar="SCALETRAIN_CLUSTER", help="Cluster profile, e.g. lumi."
+    ),
+    time: str = typer.Option(..., "--time", "-t", help="Wall time: 2:00:00, 1-12:00:00, 30."),
+    gpus: int | None = typer.Option(None, "--gpus", "-g", help="GPUs in total (whole nodes)."),
+    nodes: int | None = typer.Option(None, "--nodes", "-N", help="Nodes (with --gpus-per-node)."),
+    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="GPUs on each node."),
+    partition: str | None = typer.Option(
+        None, "--partition", "-p", help="Partition; chosen for you when left out."
+    ),
+    mode: str = typer.Option(
+        DEFAULT_MODE,
+        "--mode",
+        "-m",
+        envvar="SCALETRAIN_MODE",
+        help=f"How processes start: {', '.join(launch_modes())}.",
+    ),
+    cpus_per_gpu: int | None = typer.Option(
+        None, "--cpus-per-gpu", help="Cores per GPU (default: the cluster's fair share)."
+    ),
+    memory_per_gpu: int | None = typer.Option(
+        None, "--memory-per-gpu", help="Memory per GPU in GB (default: the cluster's)."
+    ),
+    global_batch_size: int | None = typer.Option(
+        None, "--global-batch-size", help="Samples per step over all GPUs; must split evenly."
+    ),
+    accumulation_steps: int = typer.Option(
+        1, "--accumulation-steps", help="Gradient accumulation steps per optimizer step."
+    ),
+    account: str | None = typer.Option(
+        None,
+        "--account",
+        "-A",
+        envvar=["SCALETRAIN_ACCOUNT", "SBATCH_ACCOUNT"],
+        help="Project to bill, e.g. project_465000000.",
+    ),
+    job_name: str | None = typer.Option(None, "--job-name", help="Slurm job name."),
+    container: str | None = typer.Option(
+        None, "--container", help="Container image to run in (e.g. a .sif file)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
+) -> None:
+    """Plan a Slurm job for SCRIPT: partition, nodes, tasks, cores, memory, cost.
+
+    Writes nothing. Impossible or wasteful requests stop here with what to ask for instead.
+
+    Example: [bold]scaletrain plan --cluster lumi --gpus 16 --time 2:00:00 train.py[/bold]
+    """
+    request = Request(
+        cluster=cluster,
+        script=script,
+        script_args=tuple(ctx.args),
+        time=time,
+        gpus=gpus,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        partition=partition,
+        mode=mode,
+        cpus_per_gpu=cpus_per_gpu,
+        memory_gb_per_gpu=memory_per_gpu,
+        global_batch_size=global_batch_size,
+        accumulation_steps=accumulation_steps,
+        account=account,
+        job_name=job_name,
+        container_image=container,
+    )
+    decided = plan_job(request, load_profile(cluster, dict(os.environ)))
+    if as_json:
+        print(json.dumps(decided.to_dict(), indent=2, ensure_ascii=False))
+        return
+    show_plan(decided)
+
+
+def show_plan(decided: Plan) -> None:
+    """The decisions, the #SBATCH lines, the cost and the warnings, for people."""
+    processes = (
+        f"Slurm starts {decided.tasks_per_node} task per node, {decided.mode} starts "
+        f"{decided.gpus_per_node} processes in it"
+        if decided.tasks_per_node == 1 and decided.gpus_per_node > 1
+        else f"Slurm starts {decided.tasks_per_node} task(s) per node ({decided.mode})"
+    )
+    rows = [
+        ("partition", f"{decided.partition} ({decided.partition_reason})"),
+        (
+            "processes",
+            f"{decided.world_size} = {decided.nodes} node{'s' * (decided.nodes > 1)} × "
+            f"{decided.gpus_per_node} GPUs; {processes}",
+        ),
+        ("cores", f"{decided.cpus_per_task} per task = {decided.cpus_per_gpu} per GPU"),
+        (
+            "memory",
+            f"{decided.memory_gb_per_node}G per node"
+            if decided.memory_gb_per_node
+            else "not requested (the site's default per GPU)",
+        ),
+        ("time", f"{decided.time} ({describe_duration(decided.time_seconds)})"),
+    ]
+    if decided.per_gpu_batch_size is not None:
+        rows.append(
+            (
+                "batch",
+                f"{decided.global_batch_size} = {decided.per_gpu_batch_size} per "
+                f"GPU × {decided.world_size} GPUs × {decided.accumulation_steps}",
+            )
+        )
+    billing = decided.billing
+    if billing is not None:
+        rows.append(
+            (
+                "billing",
+                f"{billing.units_per_hour:g} {billing.unit} per hour = "
+                f"{billing.arithmetic}; {billing.total_units:g} for {decided.time}",
+            )
+        )
+        rows.append(("rule", billing.rule))
+    rows.extend(("export", f"{key}={value}") for key, value in decided.environment.items())
+    if decided.setup:
+        rows.append(("setup", "; ".join(decided.setup)))
+    table = Table(
+        title=f"plan: {decided.world_size} GPUs on {decided.cluster}",
+        title_justify="left",
+        show_header=False,
+    )
+    for label, text in rows:
+        table.add_row(label, escape(text))
+    console.console.print(table)
+    for option in decided.sbatch_options:
+        console.console.print(f"#SBATCH {option}", markup=False, highlight=False)
+    for warning in decided.warnings:
+        console.warning(warning)

@@ -1,0 +1,115 @@
+"""Where cluster profiles come from: TOML files in the package, then the user's own.
+
+A user file `$XDG_CONFIG_HOME/scaletrain/clusters/<name>.toml` (default `~/.config/...`)
+adds a cluster, or replaces the packaged profile of the same name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from scaletrain.clusters.schema import ClusterProfile
+from scaletrain.errors import ScaletrainError
+from scaletrain.toml_text import TomlError, parse_toml
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+SCHEMA_DOC = "docs/clusters-and-planning.md"
+
+
+class ProfileError(ScaletrainError):
+    """A cluster profile is missing or its file is broken."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileFile:
+    name: str
+    location: Traversable
+    """A packaged resource or a user's file."""
+    origin: str
+    """'packaged' or 'user'."""
+
+
+def user_profile_folder(environ: Mapping[str, str]) -> Path:
+    """`$XDG_CONFIG_HOME/scaletrain/clusters`, with XDG's default `~/.config`."""
+    config_home = environ.get("XDG_CONFIG_HOME") or str(Path(environ.get("HOME", "~")) / ".config")
+    return Path(config_home).expanduser() / "scaletrain" / "clusters"
+
+
+def profile_files(environ: Mapping[str, str]) -> dict[str, ProfileFile]:
+    """Every known profile by name, user files replacing packaged ones; sorted by name."""
+    found: dict[str, ProfileFile] = {}
+    packaged = files("scaletrain.clusters") / "profiles"
+    for resource in packaged.iterdir():
+        if resource.name.endswith(".toml"):
+            name = resource.name.removesuffix(".toml")
+            found[name] = ProfileFile(name, resource, "packaged")
+    user_folder = user_profile_folder(environ)
+    if user_folder.is_dir():
+        for path in user_folder.glob("*.toml"):
+            found[path.stem] = ProfileFile(path.stem, path, "user")
+    return dict(sorted(found.items()))
+
+
+def load_profile(name: str, environ: Mapping[str, str]) -> ClusterProfile:
+    """The profile called `name`; an unknown name is an error listing the known ones."""
+    known = profile_files(environ)
+    if name not in known:
+        close = difflib.get_close_matches(name.lower(), known, n=1)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        raise ProfileError(
+            f"There is no cluster profile called {name!r}; known: {', '.join(known)}.",
+            f"{guess}Add your own site as {user_profile_folder(environ) / (name + '.toml')} "
+            f"(see {SCHEMA_DOC}).",
+        )
+    return read_profile(known[name])
+
+
+def read_profile(profile_file: ProfileFile) -> ClusterProfile:
+    """Parse and validate one file; errors name the file, the field and the fix."""
+    where = str(profile_file.location)
+    try:
+        data: dict[str, Any] = parse_toml(profile_file.location.read_text(encoding="utf-8"))
+    except TomlError as error:
+        raise ProfileError(
+            f"{where} is not valid TOML: {error}.", "fix the syntax at that line and column."
+        ) from None
+    for derived in ("name", "source"):
+        if derived in data:
+            raise ProfileError(
+                f"{where}: field {derived!r} is not allowed.",
+                f"remove it; the {derived} comes from the file name and place.",
+            )
+    try:
+        return ClusterProfile.model_validate({**data, "name": profile_file.name, "source": where})
+    except ValidationError as error:
+        problems = "; ".join(_describe(detail) for detail in error.errors())
+        raise ProfileError(
+            f"{where}: {problems}.", f"correct the named field(s); the schema is in {SCHEMA_DOC}."
+        ) from None
+
+
+def _describe(detail: Mapping[str, Any]) -> str:
+    """`partitions.gpu.max_time: <message>` from one pydantic error."""
+    parts = [str(part) for part in detail["loc"]]
+    # pydantic puts a partition billing rule's kind (its `rule` value) into the path after
+    # partitions.<name>.billing; users never wrote it there.
+    path = ".".join(
+        part
+        for index, part in enumerate(parts)
+        if not (index >= 3 and parts[index - 3] == "partitions" and parts[index - 1] == "billing")
+    )
+    message = str(detail["msg"]).removeprefix("Value error, ")
+    if detail["type"] == "extra_forbidden":
+        message = "unknown field (misspelt, or in the wrong [section])"
+    elif detail["type"] == "missing":
+        message = "missing (required)"
+    return f"{path}: {message}" if path else message

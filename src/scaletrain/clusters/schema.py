@@ -1,0 +1,191 @@
+"""The cluster profile schema: what a site's TOML file may say, checked field by field.
+
+One profile per file; the file name is the cluster name. Numbers are per node or per GPU
+and come from the site's documentation (each packaged profile names its sources).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+
+from scaletrain.clusters.billing import BillingRule
+from scaletrain.clusters.slurm_time import parse_slurm_time
+from scaletrain.errors import ScaletrainError
+
+_HEX_MASK = re.compile(r"^0x[0-9a-fA-F]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Node(_Section):
+    """One compute node as a job sees it: what is usable, not what is installed."""
+
+    gpus: PositiveInt
+    """GPUs per node as Slurm counts them (LUMI: 8 GCDs); on a CPU cluster, process slots."""
+    accelerator: Literal["nvidia", "amd", "cpu"]
+    gpu_model: str
+    usable_cores: PositiveInt
+    usable_memory_gb: PositiveInt | None = None
+    """None where Slurm does not manage memory on this cluster."""
+    cpu_masks: tuple[str, ...] = ()
+    """Cores closest to GPU 0, 1, ... as hexadecimal masks for `srun --cpu-bind=mask_cpu:`."""
+
+    @field_validator("cpu_masks")
+    @classmethod
+    def _masks_are_hex(cls, masks: tuple[str, ...]) -> tuple[str, ...]:
+        for mask in masks:
+            if not _HEX_MASK.match(mask):
+                raise ValueError(f"{mask!r} is not a hexadecimal mask such as '0xfe'")
+        return masks
+
+    @model_validator(mode="after")
+    def _one_mask_per_gpu(self) -> Node:
+        if self.cpu_masks and len(self.cpu_masks) != self.gpus:
+            raise ValueError(f"cpu_masks has {len(self.cpu_masks)} masks for {self.gpus} GPUs")
+        return self
+
+
+class Slurm(_Section):
+    """How this site wants resources written in a job script."""
+
+    gpu_request: str | None = None
+    """The GPU option with `{gpus}` for GPUs per node: `--gpus-per-node={gpus}`,
+    `--gres=gpu:v100:{gpus}`; none on a CPU-only cluster."""
+    request_memory: bool = True
+    """Whether to write `--mem` (Mahti assigns memory per GPU itself)."""
+
+    @field_validator("gpu_request")
+    @classmethod
+    def _has_placeholder(cls, option: str | None) -> str | None:
+        if option is not None and (not option.startswith("--") or "{gpus}" not in option):
+            example = "'--gpus-per-node={gpus}'"
+            raise ValueError(f"{option!r} must be an sbatch option with {{gpus}}, e.g. {example}")
+        return option
+
+
+class PerGpu(_Section):
+    """What the planner asks for per GPU unless told otherwise."""
+
+    cores: PositiveInt
+    memory_gb: PositiveInt | None = None
+
+
+class Software(_Section):
+    """Hints for the job script: how to get PyTorch on the compute nodes."""
+
+    setup: tuple[str, ...] = ()
+    """Shell lines run before training, e.g. `module load pytorch`."""
+    container_command: str | None = None
+    """How to run a command in a container image, e.g. `singularity exec`."""
+
+
+class Billing(_Section):
+    unit: str
+    meaning: str = ""
+    """What one unit buys, in words (LUMI: one hour of a full MI250X = two GCD-hours)."""
+
+
+class Partition(_Section):
+    description: str = ""
+    max_time: str | None = None
+    """Longest `--time` (Slurm syntax); none for no limit."""
+    max_nodes: PositiveInt | None = None
+    max_gpus: PositiveInt | None = None
+    """Most GPUs one job may hold in total."""
+    max_gpus_per_node: PositiveInt | None = None
+    """Fewer than a node has where the partition shares nodes (Mahti gpusmall: 2)."""
+    whole_nodes: bool = False
+    """The partition allocates and bills whole nodes (LUMI standard-g, Mahti gpumedium)."""
+    exclusive: bool = False
+    """Write `--exclusive` (sites that need it to hand out whole nodes)."""
+    auto: bool = True
+    """Whether the planner may choose it; test partitions say false."""
+    billing: BillingRule | None = None
+    """None where nothing is billed (a local test cluster)."""
+
+    @field_validator("max_time")
+    @classmethod
+    def _is_slurm_time(cls, text: str | None) -> str | None:
+        if text is not None:
+            try:
+                parse_slurm_time(text)
+            except ScaletrainError as error:
+                raise ValueError(error.problem) from None
+        return text
+
+    @property
+    def max_time_seconds(self) -> int | None:
+        return None if self.max_time is None else parse_slurm_time(self.max_time)
+
+
+class ClusterProfile(_Section):
+    """A cluster: its nodes, partitions, Slurm syntax, network settings and billing."""
+
+    name: str
+    source: str
+    """The file it was read from."""
+    description: str
+    node: Node
+    slurm: Slurm = Slurm()
+    default_per_gpu: PerGpu
+    environment: dict[str, str] = Field(default_factory=dict)
+    """Exported in every job, e.g. NCCL_SOCKET_IFNAME for the high-speed network."""
+    software: Software = Software()
+    billing: Billing | None = None
+    partitions: dict[str, Partition] = Field(min_length=1)
+
+    @field_validator("environment")
+    @classmethod
+    def _variable_names(cls, environment: dict[str, str]) -> dict[str, str]:
+        for name in environment:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return environment
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ClusterProfile:
+        node, per_gpu = self.node, self.default_per_gpu
+        if per_gpu.cores * node.gpus > node.usable_cores:
+            raise ValueError(
+                f"default_per_gpu.cores = {per_gpu.cores} × {node.gpus} GPUs is more than "
+                f"node.usable_cores = {node.usable_cores}"
+            )
+        if self.slurm.request_memory:
+            if node.usable_memory_gb is None or per_gpu.memory_gb is None:
+                raise ValueError(
+                    "slurm.request_memory needs node.usable_memory_gb and "
+                    "default_per_gpu.memory_gb (or set request_memory = false)"
+                )
+            if per_gpu.memory_gb * node.gpus > node.usable_memory_gb:
+                raise ValueError(
+                    f"default_per_gpu.memory_gb = {per_gpu.memory_gb} × {node.gpus} GPUs is more "
+                    f"than node.usable_memory_gb = {node.usable_memory_gb}"
+                )
+        for name, partition in self.partitions.items():
+            if (partition.max_gpus_per_node or 0) > node.gpus:
+                raise ValueError(
+                    f"partitions.{name}.max_gpus_per_node is more than node.gpus = {node.gpus}"
+                )
+        if any(partition.billing for partition in self.partitions.values()) and not self.billing:
+            raise ValueError("partitions have billing rules but [billing] names no unit")
+        return self
+
+    def gpus_per_node_limit(self, partition: str) -> int:
+        """Most GPUs per node a job may hold in this partition."""
+        return self.partitions[partition].max_gpus_per_node or self.node.gpus
+
+    @property
+    def fair_share_cores(self) -> int:
+        """Cores per GPU that leave every other GPU of the node its equal share."""
+        return self.node.usable_cores // self.node.gpus
+
+    @property
+    def fair_share_memory_gb(self) -> int | None:
+        memory = self.node.usable_memory_gb
+        return None if memory is None else memory // self.node.gpus

@@ -1,0 +1,48 @@
+"""Launch modes as data (modes.toml): their names, one-line descriptions and task shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from typing import Literal
+
+from scaletrain.errors import ScaletrainError
+from scaletrain.toml_text import parse_toml
+
+DEFAULT_MODE = "torchrun"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LaunchMode:
+    name: str
+    tasks_per_node: Literal["one", "per-gpu"]
+    """'one': a launcher inside one task per node starts the GPU processes;
+    'per-gpu': Slurm starts one task per GPU."""
+    description: str
+
+    def tasks_for(self, gpus_per_node: int) -> int:
+        """Slurm tasks per node for a node with this many GPUs in use."""
+        return 1 if self.tasks_per_node == "one" else gpus_per_node
+
+
+@cache
+def launch_modes() -> dict[str, LaunchMode]:
+    """Every launch mode, in the order of modes.toml."""
+    table = parse_toml((files("scaletrain.launch") / "modes.toml").read_text(encoding="utf-8"))
+    modes = {name: LaunchMode(name=name, **fields) for name, fields in table.items()}
+    for mode in modes.values():
+        if mode.tasks_per_node not in ("one", "per-gpu"):
+            raise ValueError(f"modes.toml: {mode.name}.tasks_per_node must be 'one' or 'per-gpu'")
+    return modes
+
+
+def launch_mode(name: str) -> LaunchMode:
+    """The mode called `name`; an unknown name is an error listing the known ones."""
+    modes = launch_modes()
+    if name not in modes:
+        raise ScaletrainError(
+            f"There is no launch mode called {name!r}.",
+            f"use one of: {', '.join(modes)} (see `scaletrain plan --help`).",
+        )
+    return modes[name]

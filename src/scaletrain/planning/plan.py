@@ -1,0 +1,123 @@
+"""The decided resource set: everything a job script needs, saved as runs/<name>/plan.toml."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from scaletrain.errors import ScaletrainError
+from scaletrain.toml_text import TomlError, parse_toml
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BillingEstimate:
+    """What the allocation costs under the site's rule, if it runs for the whole time asked."""
+
+    unit: str
+    rule: str
+    """The site's rule in words."""
+    arithmetic: str
+    """The rule applied to this allocation, e.g. `max(2 GPUs, ⌈14 cores/8⌉) = 2 × 0.5`."""
+    units_per_hour: float
+    gpu_share_units_per_hour: float
+    """What the GPUs alone cost; more means cores or memory beyond the fair share, or whole
+    nodes billed for fewer GPUs."""
+    hours: float
+    total_units: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Plan:
+    """A request made concrete: partition, shape, Slurm options, environment, cost."""
+
+    cluster: str
+    accelerator: str
+    """'nvidia', 'amd' or 'cpu' (CPU processes stand in for GPUs, gloo backend)."""
+    partition: str
+    partition_reason: str
+    mode: str
+    """Launch mode (launch/modes.toml); its template renders this plan."""
+    nodes: int
+    gpus_per_node: int
+    tasks_per_node: int
+    cpus_per_task: int
+    cpus_per_gpu: int
+    """Cores for each training process; OMP_NUM_THREADS is set to this."""
+    memory_gb_per_node: int | None = None
+    """None: no --mem is written and the site's default applies."""
+    time: str
+    """Slurm time limit, e.g. 2:00:00."""
+    time_seconds: int
+    sbatch_options: tuple[str, ...] = ()
+    """Resource options in order, each written as `#SBATCH <option>`."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Variables the job exports before starting training (network settings, OMP_NUM_THREADS)."""
+    cpu_masks: tuple[str, ...] = ()
+    """CPU mask for local task/GPU 0, 1, ... where the node is whole and the site knows them."""
+    setup: tuple[str, ...] = ()
+    """Shell lines before training (module loads)."""
+    container_command: str | None = None
+    container_image: str | None = None
+    script: str
+    script_args: tuple[str, ...] = ()
+    account: str | None = None
+    job_name: str | None = None
+    global_batch_size: int | None = None
+    accumulation_steps: int = 1
+    per_gpu_batch_size: int | None = None
+    billing: BillingEstimate | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def world_size(self) -> int:
+        """Training processes in total: one per GPU."""
+        return self.nodes * self.gpus_per_node
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for TOML and JSON; fields that are None are left out."""
+        data: dict[str, Any] = _without_none(dataclasses.asdict(self))
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+        """The plan from `to_dict` data; wrong or missing fields raise pydantic's error."""
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(cls).validate_python(dict(data))
+
+
+def write_plan(plan: Plan, path: Path) -> None:
+    """Save the plan as TOML (runs/<name>/plan.toml)."""
+    path.write_text(tomli_w.dumps(plan.to_dict(), multiline_strings=True), encoding="utf-8")
+
+
+def read_plan(path: Path) -> Plan:
+    """Load a saved plan; a damaged file is an error that says which field."""
+    from pydantic import ValidationError
+
+    try:
+        return Plan.from_dict(parse_toml(path.read_text(encoding="utf-8")))
+    except TomlError as error:
+        problem = str(error)
+    except ValidationError as error:
+        problem = "; ".join(
+            f"{'.'.join(str(part) for part in detail['loc'])}: {detail['msg']}"
+            for detail in error.errors()
+        )
+    raise ScaletrainError(
+        f"{path} is not a plan scaletrain can read: {problem}.",
+        "plan the run again with `scaletrain plan`; the old file was left as it is.",
+    )
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_none(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list | tuple):
+        return [_without_none(item) for item in value]
+    return value

@@ -1,0 +1,208 @@
+"""Request + cluster profile → Plan: shape, partition, cores and memory, options, cost."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from scaletrain.clusters.billing import Allocation, describe_rule
+from scaletrain.clusters.schema import ClusterProfile
+from scaletrain.clusters.slurm_time import format_slurm_time, parse_slurm_time
+from scaletrain.errors import ScaletrainError
+from scaletrain.launch.modes import launch_mode
+from scaletrain.planning.partitions import Shape, choose_partition, shape_for
+from scaletrain.planning.plan import BillingEstimate, Plan
+from scaletrain.planning.request import Request
+
+_SECONDS_PER_HOUR = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class _PerGpu:
+    cores: int
+    memory_gb: int | None
+
+
+def plan_job(request: Request, profile: ClusterProfile) -> Plan:
+    """Decide everything a job script needs, or fail saying what to ask for instead."""
+    mode = launch_mode(request.mode)
+    time_seconds = parse_slurm_time(request.time)
+    shape = shape_for(request, profile)
+    partition, partition_reason = choose_partition(profile, shape, time_seconds, request.partition)
+    warnings: list[str] = []
+    if shape.nodes > 1 and shape.gpus_per_node < profile.node.gpus:
+        warnings.append(
+            f"{shape.gpus_per_node} of {profile.node.gpus} GPUs per node on {shape.nodes} nodes: "
+            "traffic between nodes is slower than inside one; full nodes train faster."
+        )
+    per_gpu = _per_gpu(request, profile, shape, warnings)
+    tasks_per_node = mode.tasks_for(shape.gpus_per_node)
+    allocation = _allocation(profile, shape, per_gpu)
+    billing = _estimate(profile, partition, allocation, time_seconds)
+    warnings.extend(_above_fair_share(profile, partition, shape, per_gpu, billing))
+    decided = Plan(
+        cluster=profile.name,
+        accelerator=profile.node.accelerator,
+        partition=partition,
+        partition_reason=partition_reason,
+        mode=mode.name,
+        nodes=shape.nodes,
+        gpus_per_node=shape.gpus_per_node,
+        tasks_per_node=tasks_per_node,
+        cpus_per_task=allocation.cores_per_node // tasks_per_node,
+        cpus_per_gpu=per_gpu.cores,
+        memory_gb_per_node=allocation.memory_gb_per_node,
+        time=format_slurm_time(time_seconds),
+        time_seconds=time_seconds,
+        environment={**profile.environment, "OMP_NUM_THREADS": str(per_gpu.cores)},
+        # Masks name fixed cores; only a whole node is sure to hold them.
+        cpu_masks=profile.node.cpu_masks if shape.gpus_per_node == profile.node.gpus else (),
+        setup=request.setup if request.setup is not None else profile.software.setup,
+        container_command=profile.software.container_command,
+        container_image=request.container_image,
+        script=request.script,
+        script_args=request.script_args,
+        account=request.account,
+        job_name=request.job_name,
+        global_batch_size=request.global_batch_size,
+        accumulation_steps=request.accumulation_steps,
+        per_gpu_batch_size=_per_gpu_batch_size(request, shape.gpus),
+        billing=billing,
+        warnings=tuple(warnings),
+    )
+    return dataclasses.replace(decided, sbatch_options=_sbatch_options(decided, profile))
+
+
+def _per_gpu(
+    request: Request, profile: ClusterProfile, shape: Shape, warnings: list[str]
+) -> _PerGpu:
+    """Cores and memory per GPU: asked for, or the profile's default; never beyond a node."""
+    node = profile.node
+    cores = request.cpus_per_gpu or profile.default_per_gpu.cores
+    if cores * shape.gpus_per_node > node.usable_cores:
+        raise ScaletrainError(
+            f"{cores} cores per GPU × {shape.gpus_per_node} GPUs is more than the "
+            f"{node.usable_cores} cores a {profile.name} node has for jobs.",
+            f"ask for at most --cpus-per-gpu {node.usable_cores // shape.gpus_per_node}.",
+        )
+    if not profile.slurm.request_memory:
+        if request.memory_gb_per_gpu is not None:
+            warnings.append(
+                f"{profile.name} assigns memory with the GPUs (no --mem); "
+                f"--memory-per-gpu {request.memory_gb_per_gpu} was not used."
+            )
+        return _PerGpu(cores, None)
+    memory = request.memory_gb_per_gpu or profile.default_per_gpu.memory_gb
+    usable = node.usable_memory_gb
+    if memory is not None and usable is not None and memory * shape.gpus_per_node > usable:
+        raise ScaletrainError(
+            f"{memory} GB per GPU × {shape.gpus_per_node} GPUs is more than the {usable} GB "
+            f"a {profile.name} node has for jobs.",
+            f"ask for at most --memory-per-gpu {usable // shape.gpus_per_node}.",
+        )
+    return _PerGpu(cores, memory)
+
+
+def _allocation(profile: ClusterProfile, shape: Shape, per_gpu: _PerGpu) -> Allocation:
+    memory = None if per_gpu.memory_gb is None else per_gpu.memory_gb * shape.gpus_per_node
+    return Allocation(
+        nodes=shape.nodes,
+        gpus_per_node=shape.gpus_per_node,
+        cores_per_node=per_gpu.cores * shape.gpus_per_node,
+        memory_gb_per_node=memory,
+        node_gpus=profile.node.gpus,
+    )
+
+
+def _estimate(
+    profile: ClusterProfile, partition: str, allocation: Allocation, time_seconds: int
+) -> BillingEstimate | None:
+    rule = profile.partitions[partition].billing
+    if rule is None or profile.billing is None:
+        return None
+    per_hour = rule.units_per_hour(allocation)
+    hours = time_seconds / _SECONDS_PER_HOUR
+    return BillingEstimate(
+        unit=profile.billing.unit,
+        rule=f"{partition}: {describe_rule(rule, profile.billing.unit)}",
+        arithmetic=rule.arithmetic(allocation),
+        units_per_hour=per_hour,
+        gpu_share_units_per_hour=rule.gpu_share_per_hour(allocation),
+        hours=hours,
+        total_units=per_hour * hours,
+    )
+
+
+def _above_fair_share(
+    profile: ClusterProfile,
+    partition: str,
+    shape: Shape,
+    per_gpu: _PerGpu,
+    billing: BillingEstimate | None,
+) -> list[str]:
+    """Warnings for cores or memory above the fair share, with what they add to the bill."""
+    fair_memory = profile.fair_share_memory_gb
+    above = []
+    if per_gpu.cores > profile.fair_share_cores:
+        above.append(f"{per_gpu.cores} cores per GPU (fair share {profile.fair_share_cores})")
+    if (
+        per_gpu.memory_gb is not None
+        and fair_memory is not None
+        and per_gpu.memory_gb > fair_memory
+    ):
+        above.append(f"{per_gpu.memory_gb} GB per GPU (fair share {fair_memory} GB)")
+    if not above:
+        return []
+    fair = _PerGpu(
+        min(per_gpu.cores, profile.fair_share_cores),
+        None if per_gpu.memory_gb is None else min(per_gpu.memory_gb, fair_memory or 0),
+    )
+    rule = profile.partitions[partition].billing
+    extra = 0.0
+    if billing is not None and rule is not None:
+        extra = billing.units_per_hour - rule.units_per_hour(_allocation(profile, shape, fair))
+    cost = (
+        f"it adds {extra:g} {billing.unit} per hour ({extra * billing.hours:g} for the whole run)"
+        if billing is not None and extra > 0
+        else "other jobs cannot use what you hold beyond it"
+    )
+    return [f"{' and '.join(above)} on {profile.name}: {cost}."]
+
+
+def _per_gpu_batch_size(request: Request, gpus: int) -> int | None:
+    """Samples per GPU per micro-step; the global batch must split evenly."""
+    batch = request.global_batch_size
+    if batch is None:
+        return None
+    step = gpus * request.accumulation_steps
+    if batch % step == 0:
+        return batch // step
+    lower, upper = batch // step * step, (batch // step + 1) * step
+    sizes = " or ".join(str(size) for size in (lower, upper) if size > 0)
+    accumulation = request.accumulation_steps
+    over = f"{gpus} GPUs" + (f" × {accumulation} accumulation steps" if accumulation > 1 else "")
+    raise ScaletrainError(
+        f"A global batch of {batch} cannot be split evenly over {over} "
+        f"({batch / step:g} samples each).",
+        f"use --global-batch-size {sizes}, or a GPU count that divides {batch // accumulation}.",
+    )
+
+
+def _sbatch_options(plan: Plan, profile: ClusterProfile) -> tuple[str, ...]:
+    """The plan's resources as sbatch options, in the order the sites' examples use."""
+    options = [
+        f"--partition={plan.partition}",
+        f"--nodes={plan.nodes}",
+        f"--ntasks-per-node={plan.tasks_per_node}",
+        f"--cpus-per-task={plan.cpus_per_task}",
+    ]
+    if profile.slurm.gpu_request is not None:
+        options.append(profile.slurm.gpu_request.format(gpus=plan.gpus_per_node))
+    if plan.memory_gb_per_node is not None:
+        options.append(f"--mem={plan.memory_gb_per_node}G")  # per node (001: "--mem is per node")
+    options.append(f"--time={plan.time}")
+    if profile.partitions[plan.partition].exclusive:
+        options.append("--exclusive")
+    if plan.account is not None:
+        options.append(f"--account={plan.account}")
+    return tuple(options)

@@ -1,0 +1,62 @@
+"""What the user asks for: a script, GPUs (or nodes × GPUs per node), a time, a launch mode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaletrain.errors import ScaletrainError
+from scaletrain.launch.modes import DEFAULT_MODE
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Request:
+    """A resource request before planning; None means "choose for me"."""
+
+    cluster: str
+    script: str
+    script_args: tuple[str, ...] = ()
+    time: str
+    """Wall time in Slurm syntax, e.g. 2:00:00 or 1-12:00:00."""
+    gpus: int | None = None
+    """GPUs in total; the planner spreads them over whole nodes."""
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    partition: str | None = None
+    mode: str = DEFAULT_MODE
+    cpus_per_gpu: int | None = None
+    memory_gb_per_gpu: int | None = None
+    global_batch_size: int | None = None
+    """Samples per optimizer step over all GPUs; checked to split evenly."""
+    accumulation_steps: int = 1
+    account: str | None = None
+    job_name: str | None = None
+    container_image: str | None = None
+    setup: tuple[str, ...] | None = None
+    """Shell lines that replace the profile's (e.g. your own `module load`)."""
+
+    def __post_init__(self) -> None:
+        counts = {
+            "--gpus": self.gpus,
+            "--nodes": self.nodes,
+            "--gpus-per-node": self.gpus_per_node,
+            "--cpus-per-gpu": self.cpus_per_gpu,
+            "--memory-per-gpu": self.memory_gb_per_gpu,
+            "--global-batch-size": self.global_batch_size,
+            "--accumulation-steps": self.accumulation_steps,
+        }
+        for option, value in counts.items():
+            if value is not None and value < 1:
+                raise ScaletrainError(
+                    f"{option} {value} is not a positive number.",
+                    f"give {option} a whole number of at least 1.",
+                )
+        if self.gpus is not None and (self.nodes is not None or self.gpus_per_node is not None):
+            raise ScaletrainError(
+                "Give either --gpus or --nodes/--gpus-per-node, not both.",
+                f"--gpus {self.gpus} alone lets the planner fill whole nodes.",
+            )
+        if self.gpus is None and self.nodes is None and self.gpus_per_node is None:
+            raise ScaletrainError(
+                "The request names no GPUs.",
+                "add --gpus N (in total), or --nodes N --gpus-per-node G.",
+            )

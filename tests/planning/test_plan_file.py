@@ -1,0 +1,56 @@
+"""plan.toml: a plan written to a run folder loads back unchanged; damage is reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scaletrain.clusters import load_profile
+from scaletrain.errors import ScaletrainError
+from scaletrain.planning import Request, plan_job, read_plan, write_plan
+from scaletrain.run_folder import RunFolder
+from scaletrain.toml_text import parse_toml
+
+
+def lumi_plan():  # type: ignore[no-untyped-def]
+    request = Request(
+        cluster="lumi", script="train.py", script_args=("--lr", "0.1"), time="2:00:00", gpus=16,
+        account="project_465000001", global_batch_size=256, job_name="big",
+    )  # fmt: skip
+    return plan_job(request, load_profile("lumi", {}))
+
+
+def test_plan_round_trips_through_plan_toml(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path / "runs" / "big").create()
+    plan = lumi_plan()
+    write_plan(plan, folder.plan)
+    assert read_plan(folder.plan) == plan
+    saved = parse_toml(folder.plan.read_text())
+    assert saved["sbatch_options"][-1] == "--account=project_465000001"
+    assert saved["environment"]["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1,hsn2,hsn3"
+    assert saved["billing"]["total_units"] == 16.0
+    assert "memory_gb_per_node" in saved and "container_image" not in saved  # None is left out
+
+
+def test_plan_without_optional_fields_round_trips(tmp_path: Path) -> None:
+    plan = plan_job(
+        Request(cluster="local", script="t.py", time="5", gpus=2), load_profile("local", {})
+    )
+    assert plan.billing is None and plan.memory_gb_per_node is None
+    write_plan(plan, tmp_path / "plan.toml")
+    assert read_plan(tmp_path / "plan.toml") == plan
+
+
+def test_damaged_plan_names_the_field_and_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "plan.toml"
+    write_plan(lumi_plan(), path)
+    damaged = path.read_text().replace("nodes = 2\n", 'nodes = "two"\n')
+    path.write_text(damaged)
+    with pytest.raises(ScaletrainError) as caught:
+        read_plan(path)
+    assert caught.value.problem == (
+        f"{path} is not a plan scaletrain can read: nodes: Input should be a valid integer, "
+        "unable to parse string as an integer."
+    )
+    assert path.read_text() == damaged

@@ -1,0 +1,211 @@
+"""Planner rules one by one: partition choice, shapes, fair share, limits, batch sizes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scaletrain.clusters import load_profile
+from scaletrain.errors import ScaletrainError
+from scaletrain.planning import Plan, Request, plan_job
+from tests.clusters.site_files import MINIMAL, user_site
+
+
+def plan(cluster: str = "lumi", **fields: Any) -> Plan:
+    fields.setdefault("time", "2:00:00")
+    return plan_job(
+        Request(cluster=cluster, script="train.py", **fields), load_profile(cluster, {})
+    )
+
+
+def refusal(cluster: str = "lumi", **fields: Any) -> ScaletrainError:
+    with pytest.raises(ScaletrainError) as caught:
+        plan(cluster, **fields)
+    return caught.value
+
+
+def test_lumi_sixteen_gpus_take_two_whole_standard_g_nodes() -> None:
+    decided = plan(gpus=16)
+    assert (decided.partition, decided.nodes, decided.gpus_per_node) == ("standard-g", 2, 8)
+    assert decided.sbatch_options == (
+        "--partition=standard-g", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=56",
+        "--gpus-per-node=8", "--mem=480G", "--time=2:00:00",
+    )  # fmt: skip
+    assert decided.environment == {
+        "NCCL_SOCKET_IFNAME": "hsn0,hsn1,hsn2,hsn3",
+        "NCCL_NET_GDR_LEVEL": "PHB",
+        "OMP_NUM_THREADS": "7",
+    }
+    assert len(decided.cpu_masks) == 8
+    assert decided.billing is not None
+    assert (decided.billing.units_per_hour, decided.billing.total_units) == (8, 16)
+    assert decided.warnings == ()
+
+
+def test_nodes_and_gpus_per_node_give_the_same_plan_as_gpus() -> None:
+    assert plan(nodes=2, gpus_per_node=8) == plan(gpus=16)
+
+
+def test_one_node_goes_to_small_g_without_cpu_masks_when_partial() -> None:
+    decided = plan(gpus=3, mode="srun")
+    assert (decided.partition, decided.tasks_per_node, decided.cpus_per_task) == ("small-g", 3, 7)
+    assert "--mem=180G" in decided.sbatch_options
+    assert decided.cpu_masks == ()  # a part of a node has no fixed cores
+
+
+def test_mahti_partitions_and_no_mem() -> None:
+    small = plan("mahti", gpus=2)
+    assert small.partition == "gpusmall" and small.memory_gb_per_node is None
+    assert not any(option.startswith("--mem") for option in small.sbatch_options)
+    assert plan("mahti", gpus=4).partition == "gpumedium"
+    error = refusal("mahti", gpus=3, partition="gpusmall")
+    assert error.problem == (
+        "3 GPUs on 1 node for 2:00:00 does not fit mahti gpusmall: "
+        "gpusmall takes at most 2 GPUs per node."
+    )
+    assert error.hint == "ask for --partition gpumedium --gpus 4, or --gpus 2."
+
+
+def test_more_gpus_per_node_than_a_node_has() -> None:
+    error = refusal(nodes=1, gpus_per_node=9)
+    assert error.problem == "lumi nodes have 8 GPUs; --gpus-per-node 9 cannot be placed."
+    assert error.hint == "use at most 8 per node: --gpus 8 (1 node) or --gpus 16 (2 nodes)."
+
+
+def test_gpus_that_do_not_fill_whole_nodes() -> None:
+    error = refusal(gpus=12)
+    assert error.problem == "12 GPUs do not fill whole nodes of 8 GPUs on lumi."
+    assert error.hint.startswith("ask for --gpus 8 (1 node) or --gpus 16 (2 nodes)")
+
+
+def test_uneven_split_when_asked_for_explicitly_is_a_warning() -> None:
+    decided = plan(nodes=2, gpus_per_node=6)
+    assert decided.partition == "small-g" and decided.world_size == 12
+    assert decided.warnings[0].startswith("6 of 8 GPUs per node on 2 nodes")
+
+
+def test_whole_node_partition_refuses_part_of_a_node() -> None:
+    error = refusal(gpus=1, partition="standard-g")
+    assert "standard-g allocates (and bills) whole nodes of 8 GPUs, not 1" in error.problem
+    assert error.hint == "ask for --partition small-g, or --gpus 8."
+
+
+def test_time_above_the_partition_limit() -> None:
+    error = refusal(gpus=16, partition="standard-g", time="2-12:00:00")
+    assert error.problem.endswith("standard-g runs jobs for at most 2 days.")
+    assert error.hint == (
+        "ask for --partition small-g, or --time 2-00:00:00 (resume from a checkpoint)."
+    )
+    # Chosen automatically, 2.5 days go to small-g (3 days), which also takes 2 nodes.
+    assert plan(gpus=16, time="2-12:00:00").partition == "small-g"
+    error = refusal(gpus=16, time="4-00:00:00")
+    assert error.hint == "ask for --time 3-00:00:00 (resume from a checkpoint)."
+
+
+def test_cores_above_the_fair_share_warn_with_the_extra_cost() -> None:
+    decided = plan(gpus=2, cpus_per_gpu=14, time="10:00:00")
+    assert decided.cpus_per_task == 28 and decided.environment["OMP_NUM_THREADS"] == "14"
+    assert decided.billing is not None and decided.billing.units_per_hour == 2
+    assert decided.warnings == (
+        "14 cores per GPU (fair share 7) on lumi: it adds 1 GPU-hours per hour "
+        "(10 for the whole run).",
+    )
+
+
+def test_cores_above_the_fair_share_where_they_are_not_billed() -> None:
+    assert plan("mahti", gpus=2, cpus_per_gpu=40).warnings == (
+        "40 cores per GPU (fair share 32) on mahti: other jobs cannot use what you hold beyond it.",
+    )
+
+
+def test_memory_above_the_fair_share_on_puhti_costs_per_gb() -> None:
+    decided = plan("puhti", gpus=2, memory_gb_per_gpu=120)
+    assert "--mem=240G" in decided.sbatch_options
+    # Puhti bills 0.1 per GB-hour: 2 × (120 - 93) GB above the fair share = 5.4 per hour.
+    assert decided.warnings[0].startswith("120 GB per GPU (fair share 93 GB) on puhti: it adds 5.4")
+
+
+def test_more_than_a_node_has_is_refused() -> None:
+    error = refusal(gpus=8, cpus_per_gpu=8)
+    assert (
+        error.problem
+        == "8 cores per GPU × 8 GPUs is more than the 56 cores a lumi node has for jobs."
+    )
+    assert error.hint == "ask for at most --cpus-per-gpu 7."
+    assert refusal(gpus=8, memory_gb_per_gpu=64).hint == "ask for at most --memory-per-gpu 60."
+
+
+def test_memory_on_a_site_without_mem_is_reported_not_dropped_silently() -> None:
+    decided = plan("mahti", gpus=2, memory_gb_per_gpu=100)
+    assert "no --mem" in decided.warnings[0]
+
+
+def test_global_batch_that_cannot_be_split() -> None:
+    error = refusal(gpus=16, global_batch_size=100)
+    assert (
+        error.problem
+        == "A global batch of 100 cannot be split evenly over 16 GPUs (6.25 samples each)."
+    )
+    assert error.hint == "use --global-batch-size 96 or 112, or a GPU count that divides 100."
+    assert plan(gpus=16, global_batch_size=256, accumulation_steps=2).per_gpu_batch_size == 8
+    assert refusal(gpus=16, global_batch_size=8).hint.startswith("use --global-batch-size 16,")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"gpus": 0}, "--gpus 0 is not a positive number."),
+        ({"gpus": -2}, "--gpus -2 is not a positive number."),
+        ({"nodes": 0, "gpus_per_node": 8}, "--nodes 0 is not a positive number."),
+        ({"gpus": 8, "nodes": 1}, "Give either --gpus or --nodes/--gpus-per-node, not both."),
+        ({}, "The request names no GPUs."),
+        ({"gpus": 8, "time": "0"}, "The time limit '0' is zero."),
+        ({"gpus": 8, "time": "soon"}, "'soon' is not a Slurm time limit."),
+        ({"gpus": 8, "mode": "mpirun"}, "There is no launch mode called 'mpirun'."),
+        ({"gpus": 8, "partition": "small"}, "lumi has no partition 'small'"),
+    ],
+)
+def test_bad_values_are_refused_with_a_message(fields: dict[str, Any], message: str) -> None:
+    assert refusal(**fields).problem.startswith(message)
+
+
+def test_modes_decide_tasks_per_node() -> None:
+    shapes = {
+        mode: plan(gpus=16, mode=mode)
+        for mode in ("torchrun", "accelerate", "srun", "deepspeed", "lightning")
+    }
+    assert {mode: (p.tasks_per_node, p.cpus_per_task) for mode, p in shapes.items()} == {
+        "torchrun": (1, 56), "accelerate": (1, 56),
+        "srun": (8, 7), "deepspeed": (8, 7), "lightning": (8, 7),
+    }  # fmt: skip
+
+
+def test_local_cluster_plans_cpu_processes_without_gpu_or_memory_options() -> None:
+    decided = plan("local", nodes=2, gpus_per_node=2, mode="srun", account="ci")
+    assert decided.sbatch_options == (
+        "--partition=debug", "--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1",
+        "--time=2:00:00", "--account=ci",
+    )  # fmt: skip
+    assert decided.billing is None and decided.accelerator == "cpu"
+
+
+def test_setup_and_container_come_from_the_request_or_the_profile() -> None:
+    assert plan(gpus=8).setup[-1] == "module load pytorch"
+    custom = plan(gpus=8, setup=("module load my-torch",), container_image="/scratch/t.sif")
+    assert custom.setup == ("module load my-torch",)
+    assert (custom.container_command, custom.container_image) == (
+        "singularity exec",
+        "/scratch/t.sif",
+    )
+
+
+def test_a_site_that_needs_exclusive_gets_it(tmp_path: Path) -> None:
+    text = MINIMAL.replace('max_time = "2-00:00:00"', 'max_time = "2-00:00:00"\nexclusive = true')
+    profile = load_profile("site", user_site(tmp_path, "site", text))
+    decided = plan_job(Request(cluster="site", script="t.py", time="1:00:00", gpus=8), profile)
+    assert decided.sbatch_options == (
+        "--partition=gpu", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=64",
+        "--gres=gpu:h100:4", "--mem=480G", "--time=1:00:00", "--exclusive",
+    )  # fmt: skip
