@@ -8,7 +8,10 @@ import typer
 
 from scaletrain import __version__
 from scaletrain.cli import console
+from scaletrain.cli.cancel import cancel
+from scaletrain.cli.logs import logs
 from scaletrain.cli.run import run
+from scaletrain.cli.status import status
 from scaletrain.errors import ScaletrainError
 
 app = typer.Typer(
@@ -61,6 +64,9 @@ app.command(
         "allow_interspersed_args": False,
     },
 )(run)
+app.command()(status)
+app.command()(logs)
+app.command()(cancel)
 
 
 def main() -> None:
