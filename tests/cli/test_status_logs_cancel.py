@@ -131,3 +131,34 @@ def test_cancel_a_running_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> No
     assert again.returncode == 0
     assert f"job {job_id} of run sleepy already ended (CANCELLED)" in said(again)
     assert len(read_job_events(folder)) == 2  # submitted, cancelled: nothing added
+
+
+@pytest.mark.slurm
+@pytest.mark.multiprocess
+def test_logs_follow_a_job_through_its_requeue(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    folder, job_id = running_job(slurm_cluster, tmp_path / "runs", "again", "progress.sbatch")
+    environ = slurm_cluster.environ()
+    command = [str(Path(sys.executable).with_name("scaletrain")), "logs", "-f", "again"]
+    with subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as follower:
+        output = folder.logs / f"progress-{job_id}.out"
+        deadline = time.monotonic() + 60
+        while "step 3/6" not in (output.read_text() if output.exists() else ""):
+            assert time.monotonic() < deadline, slurm_cluster.logs()
+            time.sleep(0.2)
+        # As the job script does after a graceful stop. The rerun starts ~12 s later (see the
+        # cred_expire gotcha in tests/support/slurm_cluster.py).
+        slurm.requeue(job_id, environ=environ)
+        stdout, stderr = follower.communicate(timeout=120)
+    assert follower.returncode == 0, stderr
+    # The rerun rewrote the file from the start: both runs' first lines were followed.
+    assert stdout.count(f"job {job_id} on ") == 2
+    assert stdout.rstrip().endswith("all steps done") and "COMPLETED" in stderr
+    status = json.loads(scaletrain("status", "--json", cwd=tmp_path, environ=environ).stdout)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 1)

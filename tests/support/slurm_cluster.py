@@ -27,6 +27,9 @@ Gotchas found on the way (Debian 12, Slurm 22.05, no systemd):
 - A missing config makes Slurm's commands retry for up to 60 s: always pass SLURM_CONF.
 - Accounting is off, so sacct fails with "accounting storage is disabled"; finished jobs stay
   visible in scontrol for MinJobAge (300 s).
+- A requeued job starts again only after cred_expire (~12 s here, ~121 s by default). Do not
+  shorten that with `scontrol update jobid=<id> StartTime=now`: the rerun then often fails at
+  once ("Killing non-startable batch JobId=1: Job credential revoked", state FAILED).
 - A node drained by a bad config stays drained across restarts: state starts empty each time.
 - slurmd leaves running jobs behind when it stops: teardown ends every process left in the
   nodes' namespaces (all of them started by this cluster), then deletes the namespaces.
