@@ -8,6 +8,7 @@ import typer
 
 from scaletrain import __version__
 from scaletrain.cli import console
+from scaletrain.cli.check import check
 from scaletrain.cli.run import run
 from scaletrain.errors import ScaletrainError
 
@@ -61,6 +62,8 @@ app.command(
         "allow_interspersed_args": False,
     },
 )(run)
+
+app.command()(check)
 
 
 def main() -> None:
