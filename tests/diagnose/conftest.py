@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.conftest import PROCESS_TIMEOUT_S, REPO, clean_environ
 
 PREFLIGHT = REPO / "src" / "scaletrain" / "diagnose" / "preflight.py"
+BENCH = REPO / "src" / "scaletrain" / "diagnose" / "bench.py"
 
 
 def free_port() -> int:
@@ -27,18 +28,21 @@ def start_ranks(
     prefix: Sequence[Sequence[str]] = (),
     extra: dict[str, str] | None = None,
     script: Path = PREFLIGHT,
+    one_per_node: bool = False,
 ) -> list[subprocess.CompletedProcess[str]]:
     """Start one process per rank with torch's env:// variables set by hand, as
     `srun bash -c 'RANK=$SLURM_PROCID ... python ...'` does; `prefix[r]` wraps rank r's
-    command (taskset, ip netns exec). Returns each rank's finished process."""
+    command (taskset, ip netns exec); `one_per_node` makes every rank a node of its own.
+    Returns each rank's finished process."""
     port = str(free_port())
     processes = []
     for rank in range(world_size):
         environ = clean_environ(
             RANK=str(rank),
-            LOCAL_RANK=str(rank),
+            LOCAL_RANK="0" if one_per_node else str(rank),
             WORLD_SIZE=str(world_size),
-            LOCAL_WORLD_SIZE=str(world_size),
+            LOCAL_WORLD_SIZE="1" if one_per_node else str(world_size),
+            GROUP_RANK=str(rank) if one_per_node else "0",
             MASTER_ADDR=master_addr,
             MASTER_PORT=port,
             **(extra or {}),

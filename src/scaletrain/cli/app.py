@@ -8,7 +8,9 @@ import typer
 
 from scaletrain import __version__
 from scaletrain.cli import console
+from scaletrain.cli.bench import bench
 from scaletrain.cli.check import check
+from scaletrain.cli.doctor import doctor
 from scaletrain.cli.run import run
 from scaletrain.errors import ScaletrainError
 
@@ -64,6 +66,8 @@ app.command(
 )(run)
 
 app.command()(check)
+app.command()(bench)
+app.command()(doctor)
 
 
 def main() -> None:
