@@ -20,8 +20,8 @@ from scaletrain.diagnose.results import CheckResult, RankReport, compact_list
 PREFLIGHT_JSON = "preflight.json"
 _MARKS = {
     "ok": "[success]ok[/success]",
-    "warn": "[warning]warn[/warning]",
-    "skip": "[muted]-[/muted]",
+    "warn": "[warning]WARN[/warning]",
+    "skip": "[muted]skip[/muted]",
 }
 
 
