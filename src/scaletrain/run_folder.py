@@ -7,6 +7,7 @@ runs/<name>/
   metrics/       train.jsonl, summary.json      traces/      profiler traces per rank
   report/        plots and summaries
   stop-requested / stopped.json   the graceful-stop handshake between job script and run
+  resumes.jsonl  one line each time training resumed from a checkpoint
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ class RunFolder:
         """Written by rank 0 after the stop checkpoint is complete; tells the job script
         that requeueing will resume, not restart, the run."""
         return self.root / "stopped.json"
+
+    @property
+    def resumes(self) -> Path:
+        """One JSON line per resume from a checkpoint (requeue, elastic restart, rerun)."""
+        return self.root / "resumes.jsonl"
 
     def create(self) -> RunFolder:
         """Make the folder and the subfolders every run writes to (idempotent)."""

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from scaletrain.cli import console
 from scaletrain.launch.local import (
+    DEFAULT_MAX_RESTARTS,
     LocalLaunch,
     LocalRunResult,
     check_launchable,
@@ -44,7 +45,13 @@ def run(
         Path("runs"), "--runs-dir", envvar="SCALETRAIN_RUNS_DIR", help="Where run folders live."
     ),
     max_restarts: int = typer.Option(
-        0, "--max-restarts", help="Restart all processes up to this many times if one fails."
+        DEFAULT_MAX_RESTARTS,
+        "--max-restarts",
+        envvar="SCALETRAIN_MAX_RESTARTS",
+        help=(
+            "Restart all processes up to this many times if one fails; with a Checkpointer "
+            "they resume from the newest checkpoint. 0: fail at once."
+        ),
     ),
 ) -> None:
     """Run a training script as N processes on this machine.
@@ -87,12 +94,7 @@ def _show_start(launch: LocalLaunch, variables: dict[str, str]) -> None:
 
 def _show_end(folder: RunFolder, result: LocalRunResult) -> None:
     table = Table(title=f"run {folder.name}", show_header=False, title_justify="left")
-    status = (
-        "[success]finished[/success]"
-        if result.exit_code == 0
-        else (f"[error]failed (exit code {result.exit_code})[/error]")
-    )
-    table.add_row("status", status)
+    table.add_row("status", _status(folder, result))
     table.add_row("duration", f"{result.duration_s:.1f} s")
     summary_file = folder.metrics / "summary.json"
     if summary_file.is_file():
@@ -102,6 +104,18 @@ def _show_end(folder: RunFolder, result: LocalRunResult) -> None:
     console.console.print(table)
     if result.exit_code != 0:
         _show_failed_ranks(folder)
+
+
+def _status(folder: RunFolder, result: LocalRunResult) -> str:
+    if result.exit_code != 0:
+        return f"[error]failed (exit code {result.exit_code})[/error]"
+    if folder.stopped_marker.is_file():
+        stopped = json.loads(folder.stopped_marker.read_text())
+        return (
+            f"[warning]stopped at step {stopped['step']} ({stopped['reason']}); "
+            "run the same command to resume[/warning]"
+        )
+    return "[success]finished[/success]"
 
 
 def _show_failed_ranks(folder: RunFolder) -> None:

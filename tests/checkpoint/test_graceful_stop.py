@@ -1,0 +1,75 @@
+"""The runtime half of the graceful-stop handshake, without Slurm.
+
+A stop request (the stop-requested file a job script's USR1 trap writes, or SIGTERM/SIGUSR1
+to one training process) must end a 2-process `scaletrain run` with a checkpoint,
+stopped.json and exit code 0; the same command then resumes and ends bit-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from scaletrain.checkpoint.layout import CheckpointStore
+from tests.checkpoint.conftest import (
+    assert_same_weights,
+    interrupted_run,
+    json_lines,
+    pids,
+    request_stop,
+    run_args,
+    weights,
+)
+from tests.conftest import scaletrain
+
+pytestmark = pytest.mark.multiprocess
+
+OPTIONS = ("--every-steps", "100")  # no periodic save before the stop: the stop saves
+TOTAL_STEPS = 48  # 3 epochs × 16 steps
+
+
+@pytest.mark.parametrize("request_by", ["stop-requested", "SIGTERM", "SIGUSR1"])
+def test_a_stop_request_saves_exits_zero_and_the_same_command_resumes(
+    tmp_path: Path, reference: Callable[..., dict[str, torch.Tensor]], request_by: str
+) -> None:
+    def stop(run: Path) -> None:
+        if request_by == "stop-requested":
+            request_stop(run)
+        else:
+            os.kill((pids(run) or [])[1], getattr(signal, request_by))  # one rank only
+
+    exit_code, first = interrupted_run(
+        tmp_path,
+        "stoppable",
+        *OPTIONS,
+        when=lambda run: (run / "metrics" / "train.jsonl").is_file(),  # a step was done
+        interrupt=stop,
+        restarts=3,
+    )
+    run = tmp_path / "runs" / "stoppable"
+    assert exit_code == 0, first[-3000:]
+
+    stopped = json.loads((run / "stopped.json").read_text())
+    assert stopped["reason"] == request_by
+    assert 0 < stopped["step"] < TOTAL_STEPS
+    checkpoint = Path(stopped["checkpoint"])
+    assert checkpoint in CheckpointStore(run / "checkpoints").complete()
+    assert checkpoint.name == f"step-{stopped['step']:07d}"
+    assert f"stopped at step {stopped['step']} ({request_by}); run the same command" in first
+    assert not (run / "logs" / "restart-1").exists()  # exit code 0: torchrun did not restart
+
+    again = scaletrain(*run_args("stoppable", *OPTIONS), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "finished" in again.stderr
+    assert not (run / "stopped.json").exists() and not (run / "stop-requested").exists()
+    resumes = json_lines(run / "resumes.jsonl")
+    assert [(line["step"], line["after_stop"]) for line in resumes] == [
+        (stopped["step"], request_by)
+    ]
+    assert_same_weights(weights(run), reference(*OPTIONS))
