@@ -52,6 +52,17 @@ class RunFolder:
     def logs(self) -> Path:
         return self.root / "logs"
 
+    def attempt_logs(self, restart: int) -> Path:
+        """Per-rank logs of one attempt: logs/, then logs/restart-N/ after the Nth elastic
+        restart of the processes."""
+        return self.logs if restart == 0 else self.logs / f"restart-{restart}"
+
+    def last_attempt_logs(self) -> Path:
+        restart = 0
+        while self.attempt_logs(restart + 1).is_dir():
+            restart += 1
+        return self.attempt_logs(restart)
+
     @property
     def checkpoints(self) -> Path:
         return self.root / "checkpoints"

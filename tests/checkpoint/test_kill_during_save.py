@@ -84,6 +84,7 @@ def newest_intact(store: CheckpointStore) -> Path | None:
     return complete[0] if complete else None
 
 
+@pytest.mark.timeout(600)  # 21 starts of 2 processes: ~100 s on a busy 2-core machine
 def test_killing_the_job_during_saves_never_loses_the_newest_complete_checkpoint(
     tmp_path: Path, reference: Callable[..., dict[str, torch.Tensor]]
 ) -> None:

@@ -19,6 +19,9 @@ from torch.distributed.checkpoint.state_dict_saver import save
 
 from scaletrain.checkpoint.safe_load import SafeFileSystemReader, SafeLoadPlanner, check_metadata
 
+# DCP without a process group says so on every call.
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+
 
 class RunsACommand:
     """What a crafted pickle can do: call any function when it is loaded."""

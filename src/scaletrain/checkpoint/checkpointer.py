@@ -105,7 +105,7 @@ class Checkpointer:
             rank=self._env.rank,
             world_size=self._env.world_size,
             group=_gloo_group(self._env.world_size),
-            keep=keep,
+            keep=self._policy.keep,
         )
         self._writer = BackgroundWriter(self._target)
         self._vote = StepVote(_gloo_group(self._env.world_size), self._env.world_size)
@@ -210,12 +210,16 @@ class Checkpointer:
         skip = self._batches_in_epoch
         exact = isinstance(sampler, EpochSampler) and batch_size is not None
         if isinstance(sampler, EpochSampler):
-            sampler.start_at(self.epoch, skip=skip * (batch_size or 0) if exact else 0)
+            # Skip the consumed samples themselves; other samplers are fast-forwarded below.
+            sampler.start_at(self.epoch, skip=skip * batch_size if batch_size else 0)
         elif isinstance(sampler, DistributedSampler):
             sampler.set_epoch(self.epoch)
         iterator = iter(loader)
         if skip and not exact:
-            print0(f"scaletrain: fast-forwarding {skip} batches to the resumed position")
+            print0(
+                f"scaletrain: fast-forwarding {skip} batches to the resumed position",
+                file=sys.stderr,
+            )
             iterator = itertools.islice(iterator, skip, None)
         if saved is not None:
             # Again after iter(): where the saved run's generators were at this point.
@@ -278,5 +282,8 @@ class Checkpointer:
         if self._target.group is not None:
             dist.barrier(group=self._target.group)  # nobody leaves before stopped.json exists
         self._stop_requests.uninstall()
-        print0(f"scaletrain: stopped at step {self.step} ({reason}); run again to resume")
+        print0(
+            f"scaletrain: stopped at step {self.step} ({reason}); run again to resume",
+            file=sys.stderr,
+        )
         raise TrainingStopped(step=self.step, reason=reason)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -127,6 +128,7 @@ def write_checkpoint(job: SaveJob, target: SaveTarget) -> Path | None:
     print(
         f"scaletrain: saved checkpoint {published} ({job.reason}; {size / 1e6:,.1f} MB in "
         f"{seconds:.2f} s)",
+        file=sys.stderr,
         flush=True,
     )
     return published

@@ -119,8 +119,9 @@ def _status(folder: RunFolder, result: LocalRunResult) -> str:
 
 
 def _show_failed_ranks(folder: RunFolder) -> None:
-    """Rank 0 is on the console already; show the end of any other rank's traceback."""
-    for error_log in sorted(folder.logs.rglob("rank-*.err")):
+    """Rank 0 is on the console already; show the end of any other rank's traceback in the
+    last attempt (earlier ones were restarted)."""
+    for error_log in sorted(folder.last_attempt_logs().glob("rank-*.err")):
         if error_log.name == "rank-0.err":
             continue
         lines = error_log.read_text(errors="replace").splitlines()
