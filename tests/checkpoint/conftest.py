@@ -96,19 +96,19 @@ def interrupted_run(
     name: str,
     *worker_args: str,
     when: Callable[[Path], bool],
-    interrupt: Callable[[Path], None],
+    interrupt: Callable[[Path, subprocess.Popen[bytes]], object],
     nproc: int = 2,
     restarts: int = 0,
 ) -> tuple[int, str]:
     """Run the worker paced at 50 ms per step; once `when(run folder)` holds, call
-    `interrupt(run folder)`; return the exit code and the console output."""
+    `interrupt(run folder, the scaletrain process)`; return exit code and console output."""
     run = tmp_path / "runs" / name
     log = tmp_path / f"{name}.log"
     command = run_args(name, *worker_args, "--step-seconds", "0.05", nproc=nproc, restarts=restarts)
     process = start_scaletrain(*command, cwd=tmp_path, log=log)
     try:
         wait_for(lambda: when(run), what=f"{name} to reach the moment of the interruption")
-        interrupt(run)
+        interrupt(run, process)
         exit_code = end_session(process)
     finally:
         kill_job(process, run, nproc)

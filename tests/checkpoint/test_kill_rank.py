@@ -30,7 +30,7 @@ def test_a_killed_rank_restarts_the_group_and_the_run_ends_bit_identical(
     options = ("--every-steps", "5", "--workers", "1")
     first_pids: list[int] = []
 
-    def kill_rank_one(run: Path) -> None:
+    def kill_rank_one(run: Path, _: object) -> None:
         first_pids.extend(pids(run) or [])
         os.kill(first_pids[1], signal.SIGKILL)
 

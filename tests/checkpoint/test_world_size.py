@@ -47,7 +47,7 @@ def test_four_processes_save_mid_epoch_and_two_resume_without_a_jump(tmp_path: P
         "resized",
         *options,
         when=lambda run: (run / "checkpoints" / "step-0000020").is_dir(),
-        interrupt=request_stop,
+        interrupt=lambda run, _: request_stop(run),
         nproc=4,
     )
     assert exit_code == 0, four[-3000:]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
 
+from scaletrain.checkpoint.layout import CheckpointStore
 from scaletrain.cli import console
 from scaletrain.launch.local import (
     DEFAULT_MAX_RESTARTS,
@@ -72,9 +75,22 @@ def run(
     check_launchable(launch)
     variables = launch_variables(launch, _environ(), allowed_cpus())
     _show_start(launch, variables)
+    started = time.time()
     result = run_local(launch, variables)
-    _show_end(folder, result)
-    raise typer.Exit(result.exit_code)
+    stopped = _stopped_since(folder, started)
+    _show_end(folder, result, stopped)
+    # A clean stop resumes with the same command: not a failure, even when torchrun itself
+    # got the SIGTERM (it then exits non-zero after its processes saved and exited 0).
+    raise typer.Exit(0 if stopped else result.exit_code)
+
+
+def _stopped_since(folder: RunFolder, started: float) -> dict[str, Any] | None:
+    """What stopped.json says, if this run (not an earlier one) wrote it."""
+    marker = folder.stopped_marker
+    if marker.is_file() and marker.stat().st_mtime >= started:
+        stopped: dict[str, Any] = json.loads(marker.read_text())
+        return stopped
+    return None
 
 
 def _environ() -> dict[str, str]:
@@ -92,29 +108,31 @@ def _show_start(launch: LocalLaunch, variables: dict[str, str]) -> None:
         console.info(f"  set      {variable}={value}")
 
 
-def _show_end(folder: RunFolder, result: LocalRunResult) -> None:
+def _show_end(folder: RunFolder, result: LocalRunResult, stopped: dict[str, Any] | None) -> None:
     table = Table(title=f"run {folder.name}", show_header=False, title_justify="left")
-    table.add_row("status", _status(folder, result))
+    table.add_row("status", _status(result, stopped))
     table.add_row("duration", f"{result.duration_s:.1f} s")
     summary_file = folder.metrics / "summary.json"
     if summary_file.is_file():
         for key, value in json.loads(summary_file.read_text()).items():
             table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    latest = CheckpointStore(folder.checkpoints).latest()
+    if latest is not None:
+        table.add_row("checkpoint", f"{latest}/")
     table.add_row("folder", f"{folder.root}/")
     console.console.print(table)
-    if result.exit_code != 0:
+    if result.exit_code != 0 and stopped is None:
         _show_failed_ranks(folder)
 
 
-def _status(folder: RunFolder, result: LocalRunResult) -> str:
-    if result.exit_code != 0:
-        return f"[error]failed (exit code {result.exit_code})[/error]"
-    if folder.stopped_marker.is_file():
-        stopped = json.loads(folder.stopped_marker.read_text())
+def _status(result: LocalRunResult, stopped: dict[str, Any] | None) -> str:
+    if stopped is not None:
         return (
             f"[warning]stopped at step {stopped['step']} ({stopped['reason']}); "
             "run the same command to resume[/warning]"
         )
+    if result.exit_code != 0:
+        return f"[error]failed (exit code {result.exit_code})[/error]"
     return "[success]finished[/success]"
 
 
