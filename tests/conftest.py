@@ -3,7 +3,9 @@ real local Slurm cluster for tests marked `slurm`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -85,3 +87,38 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
 
     with running_cluster(tmp_path_factory.mktemp("slurm-cluster")) as cluster:
         yield cluster
+
+
+def start_scaletrain(
+    *args: str, cwd: Path, log: Path, environ: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start `scaletrain` in the background in a session of its own, output into `log`.
+
+    End it with `end_session` (also when the test fails), which reaches every process it
+    started: torchrun and the training processes.
+    """
+    command = [str(Path(sys.executable).with_name("scaletrain")), *args]
+    with log.open("wb") as output:
+        return subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=environ or clean_environ(),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def end_session(process: subprocess.Popen[bytes], *, timeout: float = PROCESS_TIMEOUT_S) -> int:
+    """Wait for a process started by `start_scaletrain`; kill its session if it overruns."""
+    try:
+        return process.wait(timeout=timeout)
+    finally:
+        kill_session(process)
+
+
+def kill_session(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL whatever is left of the session `start_scaletrain` created (nothing else)."""
+    with contextlib.suppress(ProcessLookupError):  # every process of the session ended
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

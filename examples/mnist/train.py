@@ -4,8 +4,12 @@ on 2 local processes, or on 16 GPUs across two LUMI nodes.
     scaletrain run --nproc 2 examples/mnist/train.py --data-dir .cache/mnist --create-small-data
 
 Compared with a 1-GPU script, the scaletrain lines are: init() (launcher, device, process
-group), wrap() (DDP), loader() (global batch split over ranks), Progress (rank-0 output),
-total() (metrics over all ranks) and shutdown().
+group), wrap() (DDP), loader() (global batch split over ranks), Checkpointer (save, resume,
+stop cleanly before a time limit), Progress (rank-0 output), total() (metrics over all
+ranks) and shutdown().
+
+Run the same command again (or let Slurm requeue the job) and it continues from its last
+checkpoint in runs/<name>/checkpoints/; --no-checkpoints trains from scratch, saving nothing.
 """
 
 from __future__ import annotations
@@ -103,6 +107,9 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--no-checkpoints", action="store_true", help="neither resume nor save checkpoints"
+    )
     return parser.parse_args()
 
 
@@ -131,10 +138,15 @@ def main() -> None:
         f"{len(train_loader)} steps per epoch of {args.batch_size} images"
     )
 
-    progress = st.Progress(args.epochs * len(train_loader), samples_per_step=args.batch_size)
-    accuracy = 0.0
-    for epoch in range(args.epochs):
-        for images, labels in train_loader:  # a new shuffle every epoch, disjoint per rank
+    # Saves model, optimizer, data position and random states every 30 minutes, when the job
+    # is asked to stop (time limit, preemption) and at the end; resumes the newest checkpoint.
+    ckpt = st.Checkpointer(model=model, optimizer=optimizer, enabled=not args.no_checkpoints)
+    progress = st.Progress(
+        args.epochs * len(train_loader), samples_per_step=args.batch_size, start_step=ckpt.step
+    )
+    for epoch in ckpt.epochs(args.epochs):  # starts at the saved epoch when resuming
+        # A new shuffle every epoch, disjoint per rank; when resuming, the rest of that epoch.
+        for images, labels in ckpt.batches(train_loader):
             images, labels = images.to(env.device), labels.to(env.device)
             loss = nn.functional.cross_entropy(model(images), labels)
             optimizer.zero_grad(set_to_none=True)
@@ -144,7 +156,7 @@ def main() -> None:
         accuracy = evaluate(model, test_loader, env.device)
         st.print0(f"epoch {epoch}: test accuracy {accuracy:.1%}")
 
-    progress.finish(test_accuracy=accuracy)
+    progress.finish(test_accuracy=evaluate(model, test_loader, env.device))
     st.shutdown()
 
 

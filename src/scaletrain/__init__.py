@@ -7,7 +7,10 @@ In a training script::
     env = st.init()                                    # any launcher; device; process group
     model = st.wrap(Net())                             # on env.device, DDP when distributed
     train_loader = st.loader(train_set, global_batch_size=256)
-    ...
+    ckpt = st.Checkpointer(model=model, optimizer=optimizer)  # resumes this run if it can
+    for epoch in ckpt.epochs(10):
+        for x, y in ckpt.batches(train_loader):        # saves when due, stops when asked
+            ...
     st.print0(f"loss {st.mean(loss):.3f}")
 
 `import scaletrain` itself does not import torch: the login-node commands (plan, submit,
@@ -28,6 +31,8 @@ _LAZY = {
     "shutdown": "scaletrain.runtime",
     "current_env": "scaletrain.runtime",
     "DistEnv": "scaletrain.runtime",
+    "Checkpointer": "scaletrain.checkpoint.checkpointer",
+    "TrainingStopped": "scaletrain.checkpoint.stop",
     **{
         name: "scaletrain.train"
         for name in (
@@ -50,6 +55,8 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from scaletrain.checkpoint.checkpointer import Checkpointer
+    from scaletrain.checkpoint.stop import TrainingStopped
     from scaletrain.runtime import DistEnv, current_env, init, shutdown
     from scaletrain.train import (
         Progress,
@@ -69,8 +76,10 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "Checkpointer",
     "DistEnv",
     "Progress",
+    "TrainingStopped",
     "barrier",
     "current_env",
     "eval_loader",

@@ -7,6 +7,7 @@ runs/<name>/
   metrics/       train.jsonl, summary.json      traces/      profiler traces per rank
   report/        plots and summaries
   stop-requested / stopped.json   the graceful-stop handshake between job script and run
+  resumes.jsonl  one line each time training resumed from a checkpoint
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ class RunFolder:
     def logs(self) -> Path:
         return self.root / "logs"
 
+    def attempt_logs(self, restart: int) -> Path:
+        """Per-rank logs of one attempt: logs/, then logs/restart-N/ after the Nth elastic
+        restart of the processes."""
+        return self.logs if restart == 0 else self.logs / f"restart-{restart}"
+
+    def last_attempt_logs(self) -> Path:
+        restart = 0
+        while self.attempt_logs(restart + 1).is_dir():
+            restart += 1
+        return self.attempt_logs(restart)
+
     @property
     def checkpoints(self) -> Path:
         return self.root / "checkpoints"
@@ -80,6 +92,11 @@ class RunFolder:
         """Written by rank 0 after the stop checkpoint is complete; tells the job script
         that requeueing will resume, not restart, the run."""
         return self.root / "stopped.json"
+
+    @property
+    def resumes(self) -> Path:
+        """One JSON line per resume from a checkpoint (requeue, elastic restart, rerun)."""
+        return self.root / "resumes.jsonl"
 
     def create(self) -> RunFolder:
         """Make the folder and the subfolders every run writes to (idempotent)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,8 @@ EXAMPLE = REPO / "examples" / "mnist" / "train.py"
 DOCUMENTED_ACCURACY = 0.90
 
 
-def test_two_processes_train_to_the_documented_accuracy(tmp_path: Path) -> None:
-    result = scaletrain(
+def train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return scaletrain(
         "run",
         "--nproc",
         "2",
@@ -27,10 +28,13 @@ def test_two_processes_train_to_the_documented_accuracy(tmp_path: Path) -> None:
         "--data-dir",
         str(tmp_path / "data"),
         "--create-small-data",
-        "--epochs",
-        "3",
+        *args,
         cwd=tmp_path,
     )
+
+
+def test_two_processes_train_to_the_documented_accuracy_then_resume(tmp_path: Path) -> None:
+    result = train(tmp_path, "--epochs", "3")
     assert result.returncode == 0, result.stderr[-3000:]
     # The stand-in data was written in MNIST's own format, where torchvision looks for it.
     raw = tmp_path / "data" / "MNIST" / "raw"
@@ -42,10 +46,31 @@ def test_two_processes_train_to_the_documented_accuracy(tmp_path: Path) -> None:
     assert "test_accuracy" in result.stderr  # the final summary table
     history = [json.loads(line) for line in (tmp_path / "runs/mnist/metrics/train.jsonl").open()]
     assert history[-1]["loss"] < history[0]["loss"]
+    # Checkpoints by default: the final one, and the same command with more epochs goes on.
+    assert (tmp_path / "runs/mnist/checkpoints/LATEST").read_text() == "step-0000069\n"
+    more = train(tmp_path, "--epochs", "4")
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "resumed from" in more.stderr and "(step 69, epoch 3," in more.stderr
+    assert "step 92/92 100%" in more.stdout and "epoch 2:" not in more.stdout  # one more epoch
+
+
+def test_no_checkpoints_saves_nothing(tmp_path: Path) -> None:
+    result = train(tmp_path, "--epochs", "1", "--no-checkpoints")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not (tmp_path / "runs/mnist/checkpoints").exists()
 
 
 def test_missing_dataset_names_the_folder_and_the_fix(tmp_path: Path) -> None:
-    result = scaletrain("run", str(EXAMPLE), "--data-dir", str(tmp_path / "none"), cwd=tmp_path)
+    # No restarts: a missing data set fails the same way every time.
+    result = scaletrain(
+        "run",
+        "--max-restarts",
+        "0",
+        str(EXAMPLE),
+        "--data-dir",
+        str(tmp_path / "none"),
+        cwd=tmp_path,
+    )
     assert result.returncode != 0
     assert f"not found in {tmp_path / 'none' / 'MNIST' / 'raw'}" in result.stderr
     assert "--create-small-data" in result.stderr

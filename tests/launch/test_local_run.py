@@ -53,7 +53,10 @@ def test_a_failing_rank_fails_the_run_and_its_traceback_is_shown(tmp_path: Path)
     )
     assert result.returncode != 0
     assert "failed (exit code" in result.stderr
-    assert "rank 1 failed on purpose" in result.stderr
+    # Restarted 3 times by default (each restart has its own logs); the last one is shown.
+    logs = tmp_path / "runs" / "broken" / "logs"
+    assert (logs / "restart-3" / "rank-1.err").is_file()
+    assert result.stderr.count("rank 1 failed on purpose") == 1
     record = json.loads((tmp_path / "runs" / "broken" / "run.json").read_text())
     assert record["exit_code"] == result.returncode
 

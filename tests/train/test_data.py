@@ -40,6 +40,42 @@ def test_epoch_sampler_reshuffles_each_pass_and_honours_set_epoch() -> None:
     assert list(sampler) == first  # set_epoch before each pass does not double-advance
 
 
+def test_epoch_sampler_resumes_the_rest_of_an_epoch_in_the_same_order() -> None:
+    uninterrupted = EpochSampler(range(40), num_replicas=1, rank=0, shuffle=True, seed=3)
+    uninterrupted.set_epoch(2)
+    order = list(uninterrupted)
+    resumed = EpochSampler(range(40), num_replicas=1, rank=0, shuffle=True, seed=3)
+    resumed.start_at(2, skip=12)
+    assert list(resumed) == order[12:]  # the rest, not a new shuffle
+    assert list(resumed) != order  # the skip applies once; later passes are whole epochs
+    assert len(list(resumed)) == 40
+
+
+@pytest.mark.parametrize(("saved_by", "resumed_by"), [(4, 2), (2, 4), (1, 4)])
+def test_mid_epoch_resume_with_another_number_of_ranks_skips_exactly_the_consumed(
+    saved_by: int, resumed_by: int
+) -> None:
+    samples, global_batch, done = 96, 8, 5  # 5 global batches of epoch 1 were consumed
+
+    def shards(world_size: int, skip_batches: int) -> list[list[int]]:
+        result = []
+        for rank in range(world_size):
+            sampler = EpochSampler(
+                range(samples), num_replicas=world_size, rank=rank, seed=0, drop_last=True
+            )
+            sampler.start_at(1, skip=skip_batches * global_batch // world_size)
+            result.append(list(sampler))
+        return result
+
+    before = shards(saved_by, 0)
+    per_rank = global_batch // saved_by
+    consumed = {i for shard in before for i in shard[: done * per_rank]}
+    rest = shards(resumed_by, done)
+    remaining = [i for shard in rest for i in shard]
+    assert len(remaining) == len(set(remaining)) == samples - len(consumed)
+    assert set(remaining) == set(range(samples)) - consumed
+
+
 def test_eval_sampler_covers_every_sample_exactly_once() -> None:
     shards = [list(EvalSampler(10, rank=r, world_size=3)) for r in range(3)]
     assert sorted(index for shard in shards for index in shard) == list(range(10))

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
 
+from scaletrain.checkpoint.layout import CheckpointStore
 from scaletrain.cli import console
 from scaletrain.cli.common import RUNS_DIR_OPTION, process_environ
 from scaletrain.launch.local import (
+    DEFAULT_MAX_RESTARTS,
     LocalLaunch,
     LocalRunResult,
     check_launchable,
@@ -43,7 +47,13 @@ def run(
     ),
     runs_dir: Path = RUNS_DIR_OPTION,
     max_restarts: int = typer.Option(
-        0, "--max-restarts", help="Restart all processes up to this many times if one fails."
+        DEFAULT_MAX_RESTARTS,
+        "--max-restarts",
+        envvar="SCALETRAIN_MAX_RESTARTS",
+        help=(
+            "Restart all processes up to this many times if one fails; with a Checkpointer "
+            "they resume from the newest checkpoint. 0: fail at once."
+        ),
     ),
 ) -> None:
     """Run a training script as N processes on this machine.
@@ -64,9 +74,22 @@ def run(
     check_launchable(launch)
     variables = launch_variables(launch, process_environ(), allowed_cpus())
     _show_start(launch, variables)
+    started = time.time()
     result = run_local(launch, variables)
-    _show_end(folder, result)
-    raise typer.Exit(result.exit_code)
+    stopped = _stopped_since(folder, started)
+    _show_end(folder, result, stopped)
+    # A clean stop resumes with the same command: not a failure, even when torchrun itself
+    # got the SIGTERM (it then exits non-zero after its processes saved and exited 0).
+    raise typer.Exit(0 if stopped else result.exit_code)
+
+
+def _stopped_since(folder: RunFolder, started: float) -> dict[str, Any] | None:
+    """What stopped.json says, if this run (not an earlier one) wrote it."""
+    marker = folder.stopped_marker
+    if marker.is_file() and marker.stat().st_mtime >= started:
+        stopped: dict[str, Any] = json.loads(marker.read_text())
+        return stopped
+    return None
 
 
 def _show_start(launch: LocalLaunch, variables: dict[str, str]) -> None:
@@ -78,28 +101,38 @@ def _show_start(launch: LocalLaunch, variables: dict[str, str]) -> None:
         console.info(f"  set      {variable}={value}")
 
 
-def _show_end(folder: RunFolder, result: LocalRunResult) -> None:
+def _show_end(folder: RunFolder, result: LocalRunResult, stopped: dict[str, Any] | None) -> None:
     table = Table(title=f"run {folder.name}", show_header=False, title_justify="left")
-    status = (
-        "[success]finished[/success]"
-        if result.exit_code == 0
-        else (f"[error]failed (exit code {result.exit_code})[/error]")
-    )
-    table.add_row("status", status)
+    table.add_row("status", _status(result, stopped))
     table.add_row("duration", f"{result.duration_s:.1f} s")
     summary_file = folder.metrics / "summary.json"
     if summary_file.is_file():
         for key, value in json.loads(summary_file.read_text()).items():
             table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    latest = CheckpointStore(folder.checkpoints).latest()
+    if latest is not None:
+        table.add_row("checkpoint", f"{latest}/")
     table.add_row("folder", f"{folder.root}/")
     console.console.print(table)
-    if result.exit_code != 0:
+    if result.exit_code != 0 and stopped is None:
         _show_failed_ranks(folder)
 
 
+def _status(result: LocalRunResult, stopped: dict[str, Any] | None) -> str:
+    if stopped is not None:
+        return (
+            f"[warning]stopped at step {stopped['step']} ({stopped['reason']}); "
+            "run the same command to resume[/warning]"
+        )
+    if result.exit_code != 0:
+        return f"[error]failed (exit code {result.exit_code})[/error]"
+    return "[success]finished[/success]"
+
+
 def _show_failed_ranks(folder: RunFolder) -> None:
-    """Rank 0 is on the console already; show the end of any other rank's traceback."""
-    for error_log in sorted(folder.logs.rglob("rank-*.err")):
+    """Rank 0 is on the console already; show the end of any other rank's traceback in the
+    last attempt (earlier ones were restarted)."""
+    for error_log in sorted(folder.last_attempt_logs().glob("rank-*.err")):
         if error_log.name == "rank-0.err":
             continue
         lines = error_log.read_text(errors="replace").splitlines()

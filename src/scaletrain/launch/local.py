@@ -26,6 +26,8 @@ from scaletrain.run_folder import RUN_DIR_VARIABLE, RunFolder
 
 # Splits torchrun's options from the script and its arguments (see torchrun_entry).
 SEPARATOR = "--"
+# A crashed or killed rank restarts the group this many times before the run fails.
+DEFAULT_MAX_RESTARTS = 3
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -37,7 +39,9 @@ class LocalLaunch:
     nproc: str = "1"
     """A number, or 'gpu' for one process per visible GPU (torchrun decides)."""
     run_folder: RunFolder
-    max_restarts: int = 0
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    """Restarts of all processes after one fails; each restart resumes from the newest
+    checkpoint when the script uses a scaletrain Checkpointer."""
     python: str = field(default=sys.executable)
 
 
@@ -95,6 +99,12 @@ def launch_variables(launch: LocalLaunch, environ: Mapping[str, str], cpus: int)
         "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}] ",
         "PYTHONUNBUFFERED": "1",
     }
+    if launch.max_restarts > 0:
+        # torchrun >= 2.4 keeps one TCPStore for all restarts; the restarted workers then read
+        # the previous attempt's addresses and fail with "Gloo connectFullMesh failed ...
+        # Connection refused" (pytorch/pytorch#135712, still so in 2.13). A store per attempt,
+        # hosted by rank 0, avoids that.
+        added["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     if "OMP_NUM_THREADS" not in environ and launch.nproc.isdigit():
         # torchrun would set 1; an equal share of the cores is faster on CPU runs.
         added["OMP_NUM_THREADS"] = str(max(1, cpus // int(launch.nproc)))

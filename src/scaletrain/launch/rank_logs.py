@@ -12,6 +12,8 @@ from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.api import LogsDest, LogsSpecs, Std, to_map
 
+from scaletrain.run_folder import RunFolder
+
 # torchrun's marker for "leave this stream on the console".
 _CONSOLE = ""
 
@@ -37,9 +39,7 @@ class RunFolderLogsSpecs(LogsSpecs):
     def reify(self, envs: dict[int, dict[str, str]]) -> LogsDest:
         count = len(envs)
         restart = envs[0].get("TORCHELASTIC_RESTART_COUNT", "0") if count else "0"
-        folder = Path(self.root_log_dir)
-        if restart != "0":
-            folder /= f"restart-{restart}"
+        folder = RunFolder(Path(self.root_log_dir).parent).attempt_logs(int(restart))
         folder.mkdir(parents=True, exist_ok=True)
 
         redirects, tees = to_map(self._redirects, count), to_map(self._tee, count)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -23,23 +24,37 @@ class EpochSampler(DistributedSampler[Any]):
 
     Forgetting `set_epoch` makes every epoch repeat the same order; here each new pass over
     the loader reshuffles. Calling `set_epoch(e)` still works and takes precedence.
+    `start_at` lets a resumed run continue the rest of an epoch in the same order.
     """
 
     def __init__(self, dataset: Dataset[Any], **options: Any) -> None:
         super().__init__(dataset, **options)
         self._started = False
         self._epoch_was_set = False
+        self._skip = 0
 
     def set_epoch(self, epoch: int) -> None:
         super().set_epoch(epoch)
         self._epoch_was_set = True
+
+    def start_at(self, epoch: int, *, skip: int) -> None:
+        """Make the next pass epoch `epoch` without the first `skip` indices of this rank.
+
+        The order is the epoch's usual one, so skipping what was consumed continues it. For
+        any number of ranks, skipping b × (global batch / ranks) per rank leaves out exactly
+        the first b global batches: each global batch is a contiguous block of the epoch's
+        permutation, dealt round-robin to the ranks.
+        """
+        self.set_epoch(epoch)
+        self._skip = skip
 
     def __iter__(self) -> Iterator[Any]:
         if self._started and not self._epoch_was_set:
             self.epoch += 1
         self._started = True
         self._epoch_was_set = False
-        return super().__iter__()
+        skip, self._skip = self._skip, 0
+        return itertools.islice(super().__iter__(), skip, None)
 
 
 class EvalSampler(Sampler[int]):

@@ -1,0 +1,289 @@
+"""Checkpointer: save the whole training state, resume it, and stop cleanly when asked.
+
+    ckpt = st.Checkpointer(model=model, optimizer=optimizer)  # resumes this run if it can
+    progress = st.Progress(total_steps, samples_per_step=256, start_step=ckpt.step)
+    for epoch in ckpt.epochs(10):                  # continues at the saved epoch
+        for x, y in ckpt.batches(train_loader):    # the rest of that epoch, in the same order
+            ...                                    # your step, unchanged
+
+The loop stays yours: `epochs` and `batches` only count, and at each step boundary (when
+the loop asks for the next batch) save when due or stop when asked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.optim import Optimizer
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+from scaletrain.checkpoint import handshake, rank_state
+from scaletrain.checkpoint.layout import CheckpointStore, checkpoint_name
+from scaletrain.checkpoint.manifest import Position
+from scaletrain.checkpoint.policy import SavePolicy
+from scaletrain.checkpoint.resume import Resumed, load_newest
+from scaletrain.checkpoint.stop import StopRequests, TrainingStopped
+from scaletrain.checkpoint.training_state import HasState, TrainingObjects
+from scaletrain.checkpoint.vote import Ballot, StepVote
+from scaletrain.checkpoint.writer import BackgroundWriter, SaveJob, SaveTarget, write_checkpoint
+from scaletrain.run_folder import RunFolder
+from scaletrain.runtime.process_group import current_env
+from scaletrain.train.data import EpochSampler
+from scaletrain.train.output import print0
+
+Batch = TypeVar("Batch")
+
+
+def _gloo_group(world_size: int) -> dist.ProcessGroup | None:
+    """A CPU group of all ranks for checkpoint bookkeeping, apart from the training's
+    collectives (NCCL or gloo) and safe to use from a background thread."""
+    return dist.new_group(backend="gloo") if world_size > 1 else None
+
+
+class Checkpointer:
+    """Saves and resumes model, optimizer, scheduler, scaler, data position and RNG states."""
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        optimizer: Optimizer | Sequence[Optimizer] | None = None,
+        scheduler: HasState | None = None,
+        scaler: HasState | None = None,
+        every_steps: int | None = None,
+        every_minutes: float | None = 30.0,
+        keep: int = 3,
+        asynchronous: bool = False,
+        enabled: bool = True,
+        run_dir: str | Path | None = None,
+        stop_check_seconds: float = 5.0,
+    ) -> None:
+        """Resume from the newest intact checkpoint of this run, if there is one.
+
+        Every rank must create it, after the model, optimizer and scheduler. Checkpoints go to
+        <run folder>/checkpoints/ (the run folder of `scaletrain run` or a generated job, or
+        `run_dir`). Besides every `every_steps` steps and/or `every_minutes` minutes, it saves
+        when a stop is requested (SIGTERM, SIGUSR1, the stop-requested file; checked every
+        `stop_check_seconds` s) and when training ends. `asynchronous=True` writes periodic
+        checkpoints in the background after a copy to CPU memory. With `enabled=False` nothing
+        is saved or resumed and the loops behave like plain loops.
+        """
+        self.enabled = enabled
+        self.step = 0
+        """Optimizer steps completed; inside a `batches` loop, including the current one."""
+        self.epoch = 0
+        """The epoch in progress (or the next one)."""
+        self._batches_in_epoch = 0
+        self._env = current_env()
+        self._pending_rank_state: dict[str, Any] | None = None
+        self._loader_generator: torch.Generator | None = None
+        self._epoch_start_generator: torch.Tensor | None = None
+        if not enabled:
+            return
+        optimizers = [optimizer] if isinstance(optimizer, Optimizer) else list(optimizer or ())
+        extras = {"scheduler": scheduler, "scaler": scaler}
+        self._objects = TrainingObjects(
+            model=model,
+            optimizers=optimizers,
+            others={name: thing for name, thing in extras.items() if thing is not None},
+        )
+        self._policy = SavePolicy(every_steps=every_steps, every_minutes=every_minutes, keep=keep)
+        self._asynchronous = asynchronous
+        self._folder = self._choose_folder(run_dir)
+        self._target = SaveTarget(
+            store=CheckpointStore(self._folder.checkpoints),
+            rank=self._env.rank,
+            world_size=self._env.world_size,
+            group=_gloo_group(self._env.world_size),
+            keep=self._policy.keep,
+        )
+        self._writer = BackgroundWriter(self._target)
+        self._vote = StepVote(_gloo_group(self._env.world_size), self._env.world_size)
+        self._last_saved_step = -1
+        self._last_save_time = time.monotonic()
+        self._resume()
+        self._stop_requests = StopRequests(
+            request_file=self._folder.stop_request if self._env.is_main else None,
+            poll_seconds=stop_check_seconds,
+        )
+        self._stop_requests.install()
+
+    def _choose_folder(self, run_dir: str | Path | None) -> RunFolder:
+        if run_dir is not None:
+            return RunFolder(Path(run_dir))
+        folder = RunFolder.from_environ(os.environ)
+        if folder is None:
+            folder = RunFolder(Path("runs") / Path(sys.argv[0]).stem)
+            print0(
+                f"scaletrain: checkpoints go to {folder.checkpoints} (no run folder set: use "
+                "`scaletrain run --name`, a generated job, or Checkpointer(run_dir=...))",
+                file=sys.stderr,
+            )
+        return folder
+
+    @property
+    def position(self) -> Position:
+        return Position(step=self.step, epoch=self.epoch, batches_in_epoch=self._batches_in_epoch)
+
+    def _resume(self) -> None:
+        previous_stop = None
+        if self._env.is_main:
+            # Before any rank can write: rank 0's broadcast in load_newest waits for this.
+            self._target.store.remove_unfinished()
+            previous_stop = handshake.clear_stop_files(self._folder)
+        resumed = load_newest(self._objects, self._target)
+        if resumed is not None:
+            self._continue_from(resumed, previous_stop)
+
+    def _continue_from(self, resumed: Resumed, previous_stop: dict[str, Any] | None) -> None:
+        position = resumed.manifest.position
+        self.step, self.epoch = position.step, position.epoch
+        self._batches_in_epoch = position.batches_in_epoch
+        self._last_saved_step = self.step
+        self._pending_rank_state = resumed.rank_state
+        if resumed.rank_state is not None:
+            rank_state.restore_random(resumed.rank_state, self._env.device)
+        saved_by = resumed.manifest.world_size
+        if not self._env.is_main:
+            return
+        handshake.record_resume(
+            self._folder,
+            checkpoint=resumed.folder,
+            position=position,
+            world_size=self._env.world_size,
+            saved_world_size=saved_by,
+            previous_stop=previous_stop,
+            environ=os.environ,
+        )
+        print0(
+            f"scaletrain: resumed from {resumed.folder} (step {self.step}, epoch {self.epoch}, "
+            f"saved by {saved_by} process(es), now {self._env.world_size})",
+            file=sys.stderr,
+        )
+
+    def epochs(self, total: int) -> Iterator[int]:
+        """Epoch numbers from the resumed one up to `total` - 1; saves at the end."""
+        while self.epoch < total:
+            epoch = self.epoch
+            yield epoch
+            if self.epoch == epoch:  # the body did not finish a pass of `batches`
+                self.epoch, self._batches_in_epoch = epoch + 1, 0
+        if self.enabled:
+            self._vote.result()  # settle the vote still in flight
+            self.save(reason="end")
+            self._stop_requests.uninstall()
+
+    def batches(self, loader: Iterable[Batch]) -> Iterator[Batch]:
+        """One epoch of `loader` (its rest, when resumed mid-epoch); each batch is one step."""
+        iterator = self._start_epoch(loader)
+        for batch in iterator:
+            self.step += 1
+            self._batches_in_epoch += 1
+            yield batch
+            if self.enabled:
+                self._at_step_boundary()
+        self.epoch, self._batches_in_epoch = self.epoch + 1, 0
+        self._epoch_start_generator = None
+
+    def _start_epoch(self, loader: Iterable[Batch]) -> Iterator[Batch]:
+        """Iterate the epoch's order from where it stopped, with the saved run's RNG."""
+        saved = self._pending_rank_state
+        generator = getattr(loader, "generator", None)
+        if isinstance(generator, torch.Generator) and self.enabled:
+            saved_generator = rank_state.loader_generator(saved) if saved else None
+            if saved_generator is not None:
+                generator.set_state(saved_generator)
+            self._loader_generator = generator
+            self._epoch_start_generator = generator.get_state()
+        sampler = getattr(loader, "sampler", None)
+        batch_size = loader.batch_size if isinstance(loader, DataLoader) else None
+        skip = self._batches_in_epoch
+        exact = isinstance(sampler, EpochSampler) and batch_size is not None
+        if isinstance(sampler, EpochSampler):
+            # Skip the consumed samples themselves; other samplers are fast-forwarded below.
+            sampler.start_at(self.epoch, skip=skip * batch_size if batch_size else 0)
+        elif isinstance(sampler, DistributedSampler):
+            sampler.set_epoch(self.epoch)
+        iterator = iter(loader)
+        if skip and not exact:
+            print0(
+                f"scaletrain: fast-forwarding {skip} batches to the resumed position",
+                file=sys.stderr,
+            )
+            iterator = itertools.islice(iterator, skip, None)
+        if saved is not None:
+            # Again after iter(): where the saved run's generators were at this point.
+            rank_state.restore_random(saved, self._env.device)
+            self._pending_rank_state = None
+        return iterator
+
+    def _at_step_boundary(self) -> None:
+        agreed = self._vote.result()
+        if agreed is not None and agreed.stop:
+            self._stop(agreed.stop_reason)
+        if self._policy.due_by_steps(self.step) or (agreed is not None and agreed.save_due):
+            self._save(self._policy.reason(self.step), blocking=not self._asynchronous)
+        is_main = self._env.is_main
+        self._vote.start(
+            Ballot(
+                stop_signal=self._stop_requests.signal_number,
+                stop_file=is_main and self._stop_requests.file_seen(),
+                save_due=is_main
+                and self._policy.due_by_time(time.monotonic() - self._last_save_time),
+            )
+        )
+
+    def save(self, *, reason: str = "save()") -> None:
+        """Save now and wait until the checkpoint is complete (every rank must call this)."""
+        if self.enabled:
+            self._save(reason, blocking=True)
+            self._writer.wait()
+
+    def _save(self, reason: str, *, blocking: bool) -> None:
+        if self.step == self._last_saved_step:
+            return
+        self._writer.wait()
+        epoch_start = self._epoch_start_generator
+        if epoch_start is None and self._loader_generator is not None:
+            epoch_start = self._loader_generator.get_state()  # between epochs: the next start
+        job = SaveJob(
+            position=self.position,
+            reason=reason,
+            state=self._objects.state_dict(),
+            rank_state=rank_state.capture(self._env.device, epoch_start),
+        )
+        if blocking:
+            write_checkpoint(job, self._target)
+        else:
+            self._writer.submit(job)
+        self._last_saved_step = self.step
+        self._last_save_time = time.monotonic()
+
+    def _stop(self, reason: str) -> None:
+        """Save, tell the job script, and leave with exit code 0 on every rank."""
+        self.save(reason=f"stop: {reason}")
+        if self._env.is_main:
+            handshake.write_stopped(
+                self._folder,
+                position=self.position,
+                reason=reason,
+                checkpoint=self._target.store.root / checkpoint_name(self.step),
+            )
+        if self._target.group is not None:
+            dist.barrier(group=self._target.group)  # nobody leaves before stopped.json exists
+        self._stop_requests.uninstall()
+        print0(
+            f"scaletrain: stopped at step {self.step} ({reason}); run again to resume",
+            file=sys.stderr,
+        )
+        raise TrainingStopped(step=self.step, reason=reason)

@@ -1,0 +1,127 @@
+"""Find the newest intact checkpoint of a run and load it into the training objects.
+
+Every rank checks its share of the files (size and CRC-32 against checkpoint.json) and rank 0
+checks DCP's metadata against an allowlist; the ranks then agree. A damaged checkpoint is
+reported by name, renamed to step-N.damaged (nothing is deleted) and the next older one is
+tried. An intact checkpoint that does not fit the model (the script changed) is an error:
+older checkpoints would not fit either, and silently starting over would lose training.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+
+from scaletrain.checkpoint import rank_state
+from scaletrain.checkpoint.layout import files_of_rank
+from scaletrain.checkpoint.manifest import DamagedCheckpointError, Manifest, find_damage
+from scaletrain.checkpoint.safe_load import (
+    METADATA_NAME,
+    SafeFileSystemReader,
+    SafeLoadPlanner,
+    check_metadata,
+)
+from scaletrain.checkpoint.training_state import TrainingObjects
+from scaletrain.checkpoint.writer import SaveTarget
+from scaletrain.errors import ScaletrainError
+
+# Enough of a load error to name the mismatching keys without flooding the log.
+_ERROR_CHARS = 1500
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Resumed:
+    folder: Path
+    manifest: Manifest
+    rank_state: dict[str, Any] | None
+    """This rank's saved generators; None when the checkpoint was saved by fewer ranks."""
+
+
+def _from_rank_zero(value: Any, target: SaveTarget) -> Any:
+    if target.world_size == 1:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0, group=target.group)
+    return box[0]
+
+
+def _from_all_ranks(value: list[str], target: SaveTarget) -> list[str]:
+    if target.world_size == 1:
+        return value
+    gathered: list[Any] = [None] * target.world_size
+    dist.all_gather_object(gathered, value, group=target.group)
+    return [item for part in gathered for item in part]
+
+
+def _damage(folder: Path, target: SaveTarget) -> list[str]:
+    """What is wrong with this rank's share of a checkpoint (empty: nothing)."""
+    try:
+        manifest = Manifest.read(folder)
+    except DamagedCheckpointError as error:
+        return [error.problem] if target.rank == 0 else []
+    mine = files_of_rank(set(manifest.files), target.rank, target.world_size)
+    problems = find_damage(folder, {name: manifest.files[name] for name in mine})
+    if METADATA_NAME in mine and not problems:
+        try:
+            check_metadata(folder)
+        except (OSError, EOFError, pickle.UnpicklingError) as error:
+            problems.append(f"{METADATA_NAME} cannot be read safely ({error})")
+    return problems
+
+
+def _load(folder: Path, objects: TrainingObjects, target: SaveTarget) -> None:
+    state = objects.state_dict()  # the structure to fill, with this run's shapes
+    try:
+        dcp_load(
+            state,
+            storage_reader=SafeFileSystemReader(folder),
+            planner=SafeLoadPlanner(),
+            process_group=target.group,
+        )
+        objects.load_state_dict(state)
+    except (Exception, CheckpointException) as error:  # DCP's is a BaseException
+        raise ScaletrainError(
+            f"The checkpoint {folder} is intact but does not fit this training script: "
+            f"{str(error)[:_ERROR_CHARS]}",
+            "resume with the model, optimizer, scheduler and scaler that saved it, or start "
+            "a new run (another --name); move the checkpoints folder away to start over.",
+        ) from error
+
+
+def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
+    """Load the newest intact checkpoint on every rank (a collective); None if there is none."""
+    store = target.store
+    names: list[str] = _from_rank_zero([folder.name for folder in store.complete()], target)
+    for name in names:
+        folder = store.root / name
+        problems = _from_all_ranks(_damage(folder, target), target)
+        if problems:
+            if target.rank == 0:
+                moved = store.set_aside(folder)
+                print(
+                    f"scaletrain: checkpoint {folder} is damaged: {'; '.join(problems)}. "
+                    f"Renamed it to {moved.name}; trying the previous one.",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            continue
+        _load(folder, objects, target)
+        return Resumed(
+            folder=folder,
+            manifest=Manifest.read(folder),
+            rank_state=rank_state.read(folder, target.rank),
+        )
+    if names:
+        raise ScaletrainError(
+            f"Every checkpoint in {store.root} is damaged; none was loaded and none was deleted.",
+            "look at the step-*.damaged folders (see the messages above); move the checkpoints "
+            "folder away to start this run over, or restore a copy.",
+        )
+    return None

@@ -1,0 +1,89 @@
+"""A damaged newest checkpoint is named, set aside (not deleted), and the previous one used."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.checkpoint.conftest import assert_same_weights, json_lines, run_args, weights
+from tests.conftest import scaletrain
+
+pytestmark = pytest.mark.multiprocess
+
+OPTIONS = ("--every-steps", "8", "--keep", "3")
+
+
+@pytest.fixture(scope="module")
+def two_epochs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder after 2 of 3 epochs: complete checkpoints at steps 16, 24 and 32."""
+    folder = tmp_path_factory.mktemp("damaged")
+    result = scaletrain(*run_args("run", *OPTIONS, "--epochs", "2"), cwd=folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checkpoints = sorted(path.name for path in (folder / "runs/run/checkpoints").iterdir())
+    assert checkpoints == ["LATEST", "step-0000016", "step-0000024", "step-0000032"]
+    return folder / "runs"
+
+
+def truncate(checkpoint: Path) -> None:
+    shard = checkpoint / "__1_0.distcp"
+    shard.write_bytes(shard.read_bytes()[:1000])
+
+
+def garble(checkpoint: Path) -> None:
+    shard = checkpoint / "__0_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte, same size
+    shard.write_bytes(bytes(data))
+
+
+def garble_manifest(checkpoint: Path) -> None:
+    (checkpoint / "checkpoint.json").write_text('{"position": ')
+
+
+@pytest.mark.parametrize("damage", [truncate, garble, garble_manifest])
+def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(
+    tmp_path: Path,
+    two_epochs: Path,
+    reference: Callable[..., dict[str, torch.Tensor]],
+    damage: Callable[[Path], None],
+) -> None:
+    shutil.copytree(two_epochs, tmp_path / "runs")
+    run = tmp_path / "runs" / "run"
+    newest = run / "checkpoints" / "step-0000032"
+    damage(newest)
+    damaged_files = {path.name: path.read_bytes() for path in newest.iterdir() if path.is_file()}
+
+    result = scaletrain(*run_args("run", *OPTIONS, "--epochs", "3"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"checkpoint {newest} is damaged: " in result.stderr
+    assert "Renamed it to step-0000032.damaged; trying the previous one." in result.stderr
+    assert f"resumed from {run / 'checkpoints' / 'step-0000024'} (step 24" in result.stderr
+    assert json_lines(run / "resumes.jsonl")[-1]["step"] == 24
+    # Nothing of the damaged checkpoint was deleted or changed.
+    kept = run / "checkpoints" / "step-0000032.damaged"
+    assert {path.name: path.read_bytes() for path in kept.iterdir() if path.is_file()} == (
+        damaged_files
+    )
+    assert_same_weights(weights(run), reference(*OPTIONS, "--epochs", "3"))
+
+
+def test_when_every_checkpoint_is_damaged_the_run_stops_and_says_so(
+    tmp_path: Path, two_epochs: Path
+) -> None:
+    shutil.copytree(two_epochs, tmp_path / "runs")
+    checkpoints = tmp_path / "runs" / "run" / "checkpoints"
+    for step in (16, 24, 32):
+        truncate(checkpoints / f"step-{step:07d}")
+    result = scaletrain(*run_args("run", *OPTIONS, "--epochs", "3"), cwd=tmp_path)
+    assert result.returncode != 0
+    assert f"Every checkpoint in {checkpoints} is damaged; none was loaded" in result.stderr
+    assert sorted(path.name for path in checkpoints.iterdir()) == [
+        "LATEST",
+        "step-0000016.damaged",
+        "step-0000024.damaged",
+        "step-0000032.damaged",
+    ]

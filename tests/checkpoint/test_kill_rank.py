@@ -1,0 +1,53 @@
+"""Fault 1: kill -9 one rank mid-run; torchrun restarts the group, which resumes."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.checkpoint.conftest import (
+    assert_same_weights,
+    interrupted_run,
+    json_lines,
+    pids,
+    weights,
+)
+
+pytestmark = pytest.mark.multiprocess
+
+
+def test_a_killed_rank_restarts_the_group_and_the_run_ends_bit_identical(
+    tmp_path: Path, reference: Callable[..., dict[str, torch.Tensor]]
+) -> None:
+    run = tmp_path / "runs" / "killed"
+    # One DataLoader worker per rank: batches are prefetched, the position must still be
+    # the batches consumed, not the ones loaded.
+    options = ("--every-steps", "5", "--workers", "1")
+    first_pids: list[int] = []
+
+    def kill_rank_one(run: Path, _: object) -> None:
+        first_pids.extend(pids(run) or [])
+        os.kill(first_pids[1], signal.SIGKILL)
+
+    exit_code, log = interrupted_run(
+        tmp_path,
+        "killed",
+        *options,
+        when=lambda run: (run / "checkpoints/step-0000010").is_dir(),  # two checkpoints
+        interrupt=kill_rank_one,
+        restarts=3,
+    )
+    assert exit_code == 0, log[-3000:]
+
+    resumes = json_lines(run / "resumes.jsonl")
+    assert len(resumes) == 1
+    assert resumes[0]["elastic_restart_count"] == 1  # torchrun restarted the group once
+    assert 10 <= resumes[0]["step"] < 48  # mid-run, from a periodic checkpoint
+    assert pids(run) != first_pids  # new processes finished the run
+    assert f"resumed from {run / 'checkpoints'}" in log
+    assert_same_weights(weights(run), reference(*options))
