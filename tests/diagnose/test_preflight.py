@@ -32,6 +32,17 @@ def test_healthy_two_rank_check_passes_and_records_every_rank(tmp_path: Path) ->
     assert "sum over 2 ranks correct (3)" in result.stderr  # --verbose shows every check
 
 
+def test_a_failing_check_stops_at_once_without_restarts(tmp_path: Path) -> None:
+    result = scaletrain(
+        "check", "--nproc", "2", "--name", "busy", "--dataloader-workers", "4", cwd=tmp_path
+    )
+    assert result.returncode == 1
+    assert "preflight failed" in result.stderr
+    # A failed check is a finding, not a crash: torchrun must not start the group again.
+    folder = tmp_path / "runs" / "busy" / "logs"
+    assert (folder / "rank-1.out").is_file() and not (folder / "restart-1").exists()
+
+
 def test_bad_input_is_one_clean_error(tmp_path: Path) -> None:
     result = scaletrain("check", "--expected-cpu-masks", "zz", cwd=tmp_path)
     assert result.returncode == 2

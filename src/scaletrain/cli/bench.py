@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from scaletrain.cli import console
-from scaletrain.cli.local_diagnostics import module_file, run_diagnostic, show_other_ranks
+from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.diagnose.bandwidth import parse_ops, parse_size
 from scaletrain.diagnose.bench_report import BENCH_JSON
 
@@ -49,16 +49,17 @@ def bench(
     args += ["--sizes", sizes] if sizes else []
     args += ["--max-size", max_size] if max_size else []
     args += ["--pairs"] if pairs else []
-    folder, exit_code = run_diagnostic(
-        module_file("scaletrain.diagnose.bench"),
+    folder, result = start_local(
+        "scaletrain.diagnose.bench",
+        as_module=True,
         args=args,
         nproc=nproc,
         name=name,
         runs_dir=runs_dir,
         variables={},
     )
-    if exit_code != 0:
-        show_other_ranks(folder)
+    if result.exit_code != 0:
+        show_other_ranks(folder, tracebacks_only=False)
     else:
         console.success(f"results in {folder.report / BENCH_JSON}")
-    raise typer.Exit(exit_code)
+    raise typer.Exit(result.exit_code)

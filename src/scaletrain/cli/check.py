@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from scaletrain.cli import console
-from scaletrain.cli.local_diagnostics import module_file, run_diagnostic, show_other_ranks
+from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.diagnose import inputs as spec
 from scaletrain.diagnose.report import PREFLIGHT_JSON
 
@@ -75,8 +75,9 @@ def check(
     }
     variables = {variable: value for variable, value in given.items() if value}
     spec.read_inputs(variables)  # bad values fail here, once, not in every process
-    folder, exit_code = run_diagnostic(
-        module_file("scaletrain.diagnose.preflight"),
+    folder, result = start_local(
+        "scaletrain.diagnose.preflight",
+        as_module=True,
         args=["--verbose"] if verbose else [],
         nproc=nproc,
         name=name,
@@ -84,7 +85,7 @@ def check(
         variables=variables,
     )
     if not (folder.report / PREFLIGHT_JSON).is_file():
-        show_other_ranks(folder)
-    if exit_code == 0:
+        show_other_ranks(folder, tracebacks_only=False)
+    if result.exit_code == 0:
         console.success(f"results in {folder.report / PREFLIGHT_JSON}")
-    raise typer.Exit(exit_code)
+    raise typer.Exit(result.exit_code)

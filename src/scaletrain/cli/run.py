@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,20 +12,13 @@ from rich.table import Table
 
 from scaletrain.checkpoint.layout import CheckpointStore
 from scaletrain.cli import console
-from scaletrain.cli.common import RUNS_DIR_OPTION, process_environ
-from scaletrain.launch.local import (
-    DEFAULT_MAX_RESTARTS,
-    LocalLaunch,
-    LocalRunResult,
-    check_launchable,
-    launch_variables,
-    run_local,
-)
-from scaletrain.run_folder import RunFolder, default_run_name
-from scaletrain.runtime.cpus import allowed_cpus
+from scaletrain.cli.common import RUNS_DIR_OPTION
+from scaletrain.cli.local_launch import show_other_ranks, start_local
+from scaletrain.launch.local import LocalRunResult
+from scaletrain.run_folder import RunFolder
 
-# Lines of a failed rank's error log worth showing: the traceback's end.
-_ERROR_TAIL_LINES = 15
+# A crashed or killed rank restarts the group this many times before the run fails.
+DEFAULT_MAX_RESTARTS = 3
 
 
 def run(
@@ -63,19 +55,15 @@ def run(
 
     Example: [bold]scaletrain run --nproc 2 examples/mnist/train.py --epochs 3[/bold]
     """
-    folder = RunFolder(runs_dir / (name or default_run_name(script, datetime.now())))
-    launch = LocalLaunch(
-        script=script,
-        script_args=tuple(ctx.args),
+    started = time.time()
+    folder, result = start_local(
+        str(script),
+        args=ctx.args,
         nproc=nproc,
-        run_folder=folder,
+        name=name,
+        runs_dir=runs_dir,
         max_restarts=max_restarts,
     )
-    check_launchable(launch)
-    variables = launch_variables(launch, process_environ(), allowed_cpus())
-    _show_start(launch, variables)
-    started = time.time()
-    result = run_local(launch, variables)
     stopped = _stopped_since(folder, started)
     _show_end(folder, result, stopped)
     # A clean stop resumes with the same command: not a failure, even when torchrun itself
@@ -92,15 +80,6 @@ def _stopped_since(folder: RunFolder, started: float) -> dict[str, Any] | None:
     return None
 
 
-def _show_start(launch: LocalLaunch, variables: dict[str, str]) -> None:
-    processes = "one process per GPU" if launch.nproc == "gpu" else f"{launch.nproc} process(es)"
-    console.heading(f"run {launch.run_folder.name}: {processes} on this machine (torchrun)")
-    console.info(f"  folder   {launch.run_folder.root}/")
-    console.info(f"  logs     {launch.run_folder.logs}/rank-<N>.out|.err (console shows rank 0)")
-    for variable, value in variables.items():
-        console.info(f"  set      {variable}={value}")
-
-
 def _show_end(folder: RunFolder, result: LocalRunResult, stopped: dict[str, Any] | None) -> None:
     table = Table(title=f"run {folder.name}", show_header=False, title_justify="left")
     table.add_row("status", _status(result, stopped))
@@ -115,7 +94,7 @@ def _show_end(folder: RunFolder, result: LocalRunResult, stopped: dict[str, Any]
     table.add_row("folder", f"{folder.root}/")
     console.console.print(table)
     if result.exit_code != 0 and stopped is None:
-        _show_failed_ranks(folder)
+        show_other_ranks(folder, tracebacks_only=True)
 
 
 def _status(result: LocalRunResult, stopped: dict[str, Any] | None) -> str:
@@ -127,15 +106,3 @@ def _status(result: LocalRunResult, stopped: dict[str, Any] | None) -> str:
     if result.exit_code != 0:
         return f"[error]failed (exit code {result.exit_code})[/error]"
     return "[success]finished[/success]"
-
-
-def _show_failed_ranks(folder: RunFolder) -> None:
-    """Rank 0 is on the console already; show the end of any other rank's traceback in the
-    last attempt (earlier ones were restarted)."""
-    for error_log in sorted(folder.last_attempt_logs().glob("rank-*.err")):
-        if error_log.name == "rank-0.err":
-            continue
-        lines = error_log.read_text(errors="replace").splitlines()
-        if any("Traceback" in line for line in lines):
-            console.error(f"{error_log} ends with:")
-            console.console.print("\n".join(lines[-_ERROR_TAIL_LINES:]), markup=False)

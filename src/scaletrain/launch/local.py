@@ -26,20 +26,20 @@ from scaletrain.run_folder import RUN_DIR_VARIABLE, RunFolder
 
 # Splits torchrun's options from the script and its arguments (see torchrun_entry).
 SEPARATOR = "--"
-# A crashed or killed rank restarts the group this many times before the run fails.
-DEFAULT_MAX_RESTARTS = 3
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LocalLaunch:
     """What to start: a script, its arguments, how many processes, and where to record it."""
 
-    script: Path
+    program: str
+    """A script's path, or a module name when `as_module` (like `python -m`)."""
+    as_module: bool = False
     script_args: tuple[str, ...] = ()
     nproc: str = "1"
     """A number, or 'gpu' for one process per visible GPU (torchrun decides)."""
     run_folder: RunFolder
-    max_restarts: int = DEFAULT_MAX_RESTARTS
+    max_restarts: int = 0
     """Restarts of all processes after one fails; each restart resumes from the newest
     checkpoint when the script uses a scaletrain Checkpointer."""
     python: str = field(default=sys.executable)
@@ -53,9 +53,15 @@ class LocalRunResult:
 
 def check_launchable(launch: LocalLaunch) -> None:
     """Fail before starting anything when the script or torch is missing."""
-    if not launch.script.is_file():
+    if launch.as_module:
+        if importlib.util.find_spec(launch.program) is None:
+            raise ScaletrainError(
+                f"There is no Python module {launch.program!r}.",
+                "check the module name, or install the package that provides it.",
+            )
+    elif not Path(launch.program).is_file():
         raise ScaletrainError(
-            f"The training script {str(launch.script)!r} does not exist.",
+            f"The training script {launch.program!r} does not exist.",
             "give the path of your script relative to this folder, e.g. examples/mnist/train.py.",
         )
     if launch.python == sys.executable and importlib.util.find_spec("torch") is None:
@@ -86,8 +92,9 @@ def torchrun_command(launch: LocalLaunch) -> list[str]:
         "--redirects=3",
         "--tee=3",
         "--local-ranks-filter=0",
+        *(["--module"] if launch.as_module else []),
         SEPARATOR,
-        str(launch.script),
+        launch.program,
         *launch.script_args,
     ]
 
