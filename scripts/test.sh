@@ -7,4 +7,5 @@ bin=.venv/bin
 echo "== ruff" >&2 && "$bin/ruff" check .
 echo "== ruff format" >&2 && "$bin/ruff" format --check .
 echo "== mypy" >&2 && "$bin/mypy"
+echo "== slurm (installed if missing)" >&2 && bash scripts/install-slurm.sh
 echo "== pytest" >&2 && "$bin/pytest" "$@"

@@ -1,14 +1,24 @@
-"""Shared helpers: start real processes with torch.distributed.run (gloo on CPU)."""
+"""Shared helpers: start real processes with torch.distributed.run (gloo on CPU), and the
+real local Slurm cluster for tests marked `slurm`."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.support.slurm_cluster import SlurmCluster
 
 REPO = Path(__file__).resolve().parents[1]
 WORKERS = REPO / "tests" / "workers"
+# Hand-written sbatch scripts for the local Slurm cluster (see its README.md).
+SLURM_SCRIPTS = REPO / "tests" / "fixtures" / "slurm"
 
 # Every process a test starts must end by itself; this bounds a hung rendezvous.
 PROCESS_TIMEOUT_S = 180
@@ -63,3 +73,15 @@ def scaletrain(
         env=environ or clean_environ(),
         check=False,
     )
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """A 2-node Slurm cluster (n1, n2; partition debug, 4 CPUs each) for the whole session.
+
+    Started on first use only (tests marked `slurm`); stopped and removed afterwards.
+    """
+    from tests.support.slurm_cluster import running_cluster
+
+    with running_cluster(tmp_path_factory.mktemp("slurm-cluster")) as cluster:
+        yield cluster

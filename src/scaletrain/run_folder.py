@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from scaletrain.errors import ScaletrainError
+
 # Set by `scaletrain run` and generated jobs; read by the runtime inside each process.
 RUN_DIR_VARIABLE = "SCALETRAIN_RUN_DIR"
 
@@ -96,3 +98,27 @@ def default_run_name(script: Path, now: datetime) -> str:
     """`<script stem>-<YYYYmmdd-HHMMSS>`, safe as a folder and Slurm job name."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", script.stem) or "run"
     return f"{stem}-{now:%Y%m%d-%H%M%S}"
+
+
+def find_run(runs_dir: Path, name: str | None) -> RunFolder:
+    """The run called `name` under `runs_dir`, or the newest one there when no name is given."""
+    folders = [path for path in runs_dir.iterdir() if path.is_dir()] if runs_dir.is_dir() else []
+    if not folders:
+        raise ScaletrainError(
+            f"There are no run folders in {runs_dir}/.",
+            "start a run first (scaletrain run or submit), or point --runs-dir at the folder "
+            "that holds your runs.",
+        )
+    if name is None:
+        return RunFolder(max(folders, key=lambda path: path.stat().st_mtime))
+    # A path such as runs/foo/ (tab completion) works as well as the bare name.
+    folder = runs_dir / name if (runs_dir / name).is_dir() else Path(name)
+    if not folder.is_dir():
+        newest = sorted(folders, key=lambda path: path.stat().st_mtime, reverse=True)
+        known = ", ".join(path.name for path in newest[:5])
+        raise ScaletrainError(
+            f"There is no run named {name!r} in {runs_dir}/.",
+            f"use one of the runs there (newest first: {known}), or leave the name out "
+            "for the newest run.",
+        )
+    return RunFolder(folder)

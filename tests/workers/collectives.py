@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -28,6 +29,10 @@ def main() -> None:
         "rank": env.rank,
         "world_size": env.world_size,
         "local_rank": env.local_rank,
+        "node_rank": env.node_rank,
+        "num_nodes": env.num_nodes,
+        "master_addr": env.master_addr,
+        "hostname": socket.gethostname(),
         "launcher": env.launcher,
         "device": str(env.device),
         "backend": env.backend,

@@ -8,9 +8,12 @@ import typer
 
 from scaletrain import __version__
 from scaletrain.cli import console
+from scaletrain.cli.cancel import cancel
 from scaletrain.cli.clusters import clusters_app
+from scaletrain.cli.logs import logs
 from scaletrain.cli.plan import plan
 from scaletrain.cli.run import run
+from scaletrain.cli.status import status
 from scaletrain.errors import ScaletrainError
 
 app = typer.Typer(
@@ -55,23 +58,20 @@ def options(
     _state["debug"] = debug
 
 
-app.command(
-    context_settings={
-        "allow_extra_args": True,
-        "ignore_unknown_options": True,
-        # Everything after the script belongs to the script, even options named like ours.
-        "allow_interspersed_args": False,
-    },
-)(run)
-app.command(
-    # Everything after the script belongs to the script, as with `run`.
-    context_settings={
-        "allow_extra_args": True,
-        "ignore_unknown_options": True,
-        "allow_interspersed_args": False,
-    },
-)(plan)
+# Commands that take a training script: everything after the script belongs to the script,
+# even options named like ours.
+SCRIPT_COMMAND = {
+    "allow_extra_args": True,
+    "ignore_unknown_options": True,
+    "allow_interspersed_args": False,
+}
+
+app.command(context_settings=SCRIPT_COMMAND)(run)
+app.command(context_settings=SCRIPT_COMMAND)(plan)
 app.add_typer(clusters_app, name="clusters")
+app.command()(status)
+app.command()(logs)
+app.command()(cancel)
 
 
 def main() -> None:

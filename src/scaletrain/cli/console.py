@@ -39,6 +39,7 @@ def warning(text: str) -> None:
 
 
 def error(problem: str, hint: str | None = None) -> None:
-    console.print(f"[error]error:[/error] {problem}", markup=True)
+    # soft_wrap: an error stays one line whatever the terminal width, so logs can be grepped.
+    console.print(f"[error]error:[/error] {problem}", soft_wrap=True)
     if hint:
-        console.print(f"[warning]HINT:[/warning] {hint}")
+        console.print(f"[warning]HINT:[/warning] {hint}", soft_wrap=True)

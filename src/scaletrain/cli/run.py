@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from scaletrain.cli import console
+from scaletrain.cli.common import RUNS_DIR_OPTION, process_environ
 from scaletrain.launch.local import (
     LocalLaunch,
     LocalRunResult,
@@ -40,9 +41,7 @@ def run(
         envvar="SCALETRAIN_RUN_NAME",
         help="Run name (folder under --runs-dir). Default: <script>-<date>-<time>.",
     ),
-    runs_dir: Path = typer.Option(
-        Path("runs"), "--runs-dir", envvar="SCALETRAIN_RUNS_DIR", help="Where run folders live."
-    ),
+    runs_dir: Path = RUNS_DIR_OPTION,
     max_restarts: int = typer.Option(
         0, "--max-restarts", help="Restart all processes up to this many times if one fails."
     ),
@@ -63,17 +62,11 @@ def run(
         max_restarts=max_restarts,
     )
     check_launchable(launch)
-    variables = launch_variables(launch, _environ(), allowed_cpus())
+    variables = launch_variables(launch, process_environ(), allowed_cpus())
     _show_start(launch, variables)
     result = run_local(launch, variables)
     _show_end(folder, result)
     raise typer.Exit(result.exit_code)
-
-
-def _environ() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
 
 
 def _show_start(launch: LocalLaunch, variables: dict[str, str]) -> None:

@@ -25,6 +25,8 @@ def _world_size() -> int:
 def sum_over_ranks(values: Mapping[str, Number]) -> dict[str, float]:
     """Sum each named value over all ranks with a single all_reduce."""
     names = list(values)
+    if not names:
+        return {}  # every rank passes the same names, so every rank skips the all_reduce
     stacked = torch.stack(
         [torch.as_tensor(values[name], dtype=torch.float64).detach().cpu() for name in names]
     ).to(_device())

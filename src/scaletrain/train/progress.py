@@ -10,26 +10,18 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from scaletrain.progress_line import format_progress_line, format_value
 from scaletrain.run_folder import RunFolder
 from scaletrain.train.metrics import Number, mean_over_ranks
 from scaletrain.train.output import is_main_process, print0
 
 # About this many progress lines per run by default: enough to see a trend, few enough to read.
 _LINES_PER_RUN = 20
-
-
-def _format_value(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:.4g}"
-
-
-def _format_duration(seconds: float) -> str:
-    return str(timedelta(seconds=round(seconds)))
 
 
 class Progress:
@@ -78,24 +70,20 @@ class Progress:
         interval = max(now - self._interval_started, 1e-9)
         elapsed = now - self._started
         done = self.step - self._start_step
-        record: dict[str, Any] = {"step": self.step, "epoch": self._epoch, **averages}
-        record["samples_per_s"] = self.samples_per_step * self._interval_steps / interval
-        record["elapsed_s"] = elapsed
-        eta = elapsed / done * (self.total_steps - self.step) if done else 0.0
+        record: dict[str, Any] = {
+            "step": self.step,
+            "total_steps": self.total_steps,
+            "epoch": self._epoch,
+            **averages,
+            "samples_per_s": self.samples_per_step * self._interval_steps / interval,
+            "elapsed_s": elapsed,
+            "eta_s": elapsed / done * (self.total_steps - self.step) if done else 0.0,
+        }
         self._sums, self._count = {}, 0
         self._interval_started, self._interval_steps = now, 0
         if not is_main_process():
             return
-        width = len(str(self.total_steps))
-        parts = [
-            f"step {self.step:>{width}}/{self.total_steps} {self.step / self.total_steps:4.0%}"
-        ]
-        if self._epoch is not None:
-            parts.append(f"epoch {self._epoch}")
-        parts += [f"{name} {_format_value(value)}" for name, value in averages.items()]
-        parts.append(f"{record['samples_per_s']:,.0f} samples/s")
-        parts.append(f"elapsed {_format_duration(elapsed)} eta {_format_duration(eta)}")
-        print0(" | ".join(parts))
+        print0(format_progress_line(record))
         self._append("train.jsonl", record)
 
     def finish(self, **results: Number) -> dict[str, Any]:
@@ -110,7 +98,7 @@ class Progress:
             **mean_over_ranks(results),
         }
         if is_main_process():
-            shown = ", ".join(f"{name} {_format_value(v)}" for name, v in summary.items())
+            shown = ", ".join(f"{name} {format_value(v)}" for name, v in summary.items())
             print0(f"finished: {shown}")
             self._write("summary.json", summary)
         return summary

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install what the tests' local Slurm cluster needs (tests/support/slurm_cluster.py): Debian's
+# slurm-wlm and munge, and iproute2/util-linux for the nodes' network namespaces.
+# Idempotent and quiet: does nothing when all is there. On a clean machine it needs root.
+set -euo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"
+
+declare -A package_of=(
+    [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-wlm
+    [munged]=munge [mungekey]=munge
+    [ip]=iproute2 [nsenter]=util-linux [unshare]=util-linux
+)
+missing=()
+for command in "${!package_of[@]}"; do
+    command -v "$command" >/dev/null || missing+=("${package_of[$command]}")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+mapfile -t packages < <(printf '%s\n' "${missing[@]}" | sort -u)
+if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+    echo "error: the Slurm tests need ${packages[*]}, and this script installs them only as root" \
+        "with apt-get. HINT: sudo apt-get install -y slurm-wlm munge iproute2, or leave the" \
+        "Slurm tests out: bash scripts/test.sh -m 'not slurm'" >&2
+    exit 2
+fi
+echo "installing ${packages[*]} with apt-get (first time: ~15 s)" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null

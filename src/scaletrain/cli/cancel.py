@@ -1,0 +1,28 @@
+"""`scaletrain cancel`: cancel a run's current Slurm job and record that in jobs.jsonl."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scaletrain.cli import console
+from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, process_environ, submitted_run
+from scaletrain.launch import slurm
+from scaletrain.launch.jobs import record_job_event
+
+
+def cancel(run_name: str | None = RUN_ARGUMENT, runs_dir: Path = RUNS_DIR_OPTION) -> None:
+    """Cancel the current Slurm job of a run (scancel) and note it in the run's jobs.jsonl.
+
+    Example: [bold]scaletrain cancel mnist-20261123-070302[/bold]
+    """
+    folder, _, job_id = submitted_run(runs_dir, run_name)
+    environ = process_environ()
+    info = slurm.job_info(job_id, environ=environ)
+    # scancel accepts a job id Slurm has forgotten without a word: ask first.
+    if info is None or not info.is_active:
+        state = info.state if info else "no longer known to Slurm"
+        console.warning(f"job {job_id} of run {folder.name} already ended ({state}).")
+        return
+    slurm.cancel(job_id, environ=environ)
+    record_job_event(folder, "cancelled", job_id)
+    console.success(f"cancelled job {job_id} of run {folder.name}")

@@ -1,0 +1,34 @@
+"""Options and lookups that several commands share, defined once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from scaletrain.launch.jobs import JobEvent, require_current_job
+from scaletrain.run_folder import RunFolder, find_run
+
+RUNS_DIR_OPTION = typer.Option(
+    Path("runs"), "--runs-dir", envvar="SCALETRAIN_RUNS_DIR", help="Where run folders live."
+)
+
+RUN_ARGUMENT = typer.Argument(
+    None,
+    metavar="RUN",
+    help="Run name (a folder under --runs-dir). Default: the newest run.",
+    show_default=False,
+)
+
+
+def process_environ() -> dict[str, str]:
+    """This command's environment, read once here and passed down (PATH finds Slurm's tools)."""
+    return dict(os.environ)
+
+
+def submitted_run(runs_dir: Path, name: str | None) -> tuple[RunFolder, tuple[JobEvent, ...], str]:
+    """The run folder, its job events and its current job id, or an error that says why not."""
+    folder = find_run(runs_dir, name)
+    events, job = require_current_job(folder)
+    return folder, events, job.job_id

@@ -1,0 +1,58 @@
+"""`scaletrain logs`: print or follow the Slurm output of a run's current job."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from scaletrain.cli import console
+from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, process_environ, submitted_run
+from scaletrain.errors import ScaletrainError
+from scaletrain.launch import slurm
+from scaletrain.launch.follow import follow_job_output
+from scaletrain.launch.jobs import job_output_file
+from scaletrain.launch.slurm_output import JobInfo
+
+
+def logs(
+    run_name: str | None = RUN_ARGUMENT,
+    runs_dir: Path = RUNS_DIR_OPTION,
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="Keep printing new output until the job ends."
+    ),
+) -> None:
+    """Print the Slurm output (logs/<job name>-<job id>.out) of a run's current job.
+
+    Example: [bold]scaletrain logs -f[/bold] follows the newest run until its job ends.
+    """
+    folder, _, job_id = submitted_run(runs_dir, run_name)
+    environ = process_environ()
+    if follow:
+        final = follow_job_output(
+            folder, job_id, environ=environ, write=_write, on_waiting=_show_waiting
+        )
+        state = final.state_with_reason if final else "no longer known to Slurm"
+        console.info(f"job {job_id} of run {folder.name}: {state}")
+        return
+    output_file = job_output_file(folder, job_id)
+    if output_file is None:
+        info = slurm.job_info(job_id, environ=environ)
+        state = info.state_with_reason if info else "no longer known to Slurm"
+        raise ScaletrainError(
+            f"Job {job_id} of run {folder.name!r} has no output file in {folder.logs}/ "
+            f"(state: {state}).",
+            "a waiting job writes nothing yet; `scaletrain logs -f` prints its output once it "
+            "starts. A job submitted without --output=logs/%x-%j.out writes elsewhere.",
+        )
+    _write(output_file.read_text(encoding="utf-8", errors="replace"))
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _show_waiting(info: JobInfo) -> None:
+    console.info(f"job {info.job_id} is {info.state_with_reason}: waiting for its output")

@@ -1,0 +1,164 @@
+"""`scaletrain status`, `logs` and `cancel`: their errors, and real jobs on the local Slurm."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scaletrain.launch import slurm
+from scaletrain.launch.jobs import read_job_events, record_job_event
+from scaletrain.run_folder import RunFolder
+from tests.conftest import SLURM_SCRIPTS, WORKERS, clean_environ, scaletrain
+from tests.support.slurm_cluster import SlurmCluster
+
+
+def running_job(cluster: SlurmCluster, runs: Path, name: str, script: str) -> tuple[RunFolder, str]:
+    """What `scaletrain submit` will do (run folder, sbatch from it, jobs.jsonl), then wait
+    until the job runs."""
+    folder = RunFolder(runs / name).create()
+    environ = cluster.environ(
+        PYTHON=sys.executable, WORKERS=str(WORKERS), SCALETRAIN_RUN_DIR=str(folder.root)
+    )
+    job_id = slurm.submit(SLURM_SCRIPTS / script, cwd=folder.root, environ=environ)
+    record_job_event(folder, "submitted", job_id)
+    deadline = time.monotonic() + 60
+    while (info := slurm.job_info(job_id, environ=environ)) and info.state != "RUNNING":
+        assert time.monotonic() < deadline, f"job {job_id} stays {info.state}\n{cluster.logs()}"
+        time.sleep(0.2)
+    return folder, job_id
+
+
+def said(result: subprocess.CompletedProcess[str]) -> str:
+    """What the command told the user on stderr, with rich's line wrapping undone."""
+    return " ".join(result.stderr.split())
+
+
+@pytest.mark.parametrize("command", ["status", "logs", "cancel"])
+def test_no_run_folders(tmp_path: Path, command: str) -> None:
+    result = scaletrain(command, "--runs-dir", "nothing-here", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "error: There are no run folders in nothing-here/." in said(result)
+    assert "HINT: start a run first" in said(result)
+
+
+def test_unknown_run_lists_the_runs_there(tmp_path: Path) -> None:
+    RunFolder(tmp_path / "runs" / "mnist-1").create()
+    result = scaletrain("status", "mnist-2", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "There is no run named 'mnist-2' in runs/." in said(result)
+    assert "newest first: mnist-1" in said(result)
+
+
+def test_a_local_run_was_never_submitted(tmp_path: Path) -> None:
+    RunFolder(tmp_path / "runs" / "local").create()
+    result = scaletrain("logs", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Run 'local' was never submitted to Slurm" in said(result)
+    assert "jobs.jsonl does not exist" in said(result)
+
+
+def test_without_slurm_the_error_says_where_to_run(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path / "runs" / "r").create()
+    record_job_event(folder, "submitted", "123")
+    result = scaletrain("status", "r", cwd=tmp_path, environ=clean_environ(PATH=str(tmp_path)))
+    assert result.returncode == 2
+    assert "Slurm's scontrol was not found on this machine" in said(result)
+    assert "HINT: run this on a login node of your cluster" in said(result)
+
+
+@pytest.mark.slurm
+@pytest.mark.multiprocess
+def test_status_and_logs_follow_a_training_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _, job_id = running_job(slurm_cluster, runs, "train", "progress.sbatch")
+    environ = slurm_cluster.environ()
+    running = scaletrain("status", "--json", cwd=tmp_path, environ=environ)  # newest run
+    assert running.returncode == 0, running.stderr
+    status = json.loads(running.stdout)
+    assert (status["run"], status["job_id"], status["state"]) == ("train", job_id, "RUNNING")
+    assert (status["num_nodes"], status["nodelist"], status["time_limit"]) == (1, "n1", "00:05:00")
+
+    followed = scaletrain("logs", "--follow", cwd=tmp_path, environ=environ)
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout.startswith(f"job {job_id} on n1\n")
+    assert followed.stdout.rstrip().endswith("all steps done")
+    assert f"job {job_id} of run train: COMPLETED" in said(followed)
+    step_lines = [line for line in followed.stdout.splitlines() if line.startswith("step ")]
+    assert [line.split("|")[0] for line in step_lines] == [
+        f"step {n}/6 {n / 6:4.0%} " for n in range(1, 7)
+    ]
+    # Without -f: the whole file at once, the same text.
+    assert scaletrain("logs", "train", cwd=tmp_path, environ=environ).stdout == followed.stdout
+
+    finished = scaletrain("status", "train", cwd=tmp_path, environ=environ)
+    assert finished.returncode == 0
+    for shown in (
+        "COMPLETED",
+        "1 (n1)",
+        "restarts",
+        f"train-{job_id}.out".replace("train", "progress"),
+    ):
+        assert shown in said(finished)
+    status = json.loads(scaletrain("status", "--json", cwd=tmp_path, environ=environ).stdout)
+    # status rebuilds the last progress line from metrics/train.jsonl, exactly as printed.
+    assert status["progress"] == step_lines[-1]
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 0)
+    assert status["output"] == f"runs/train/logs/progress-{job_id}.out"  # as --runs-dir is given
+
+
+@pytest.mark.slurm
+def test_cancel_a_running_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    folder, job_id = running_job(slurm_cluster, runs, "sleepy", "sleep.sbatch")
+    environ = slurm_cluster.environ()
+    slurm.requeue(job_id, environ=environ)  # as the job script does after a graceful stop
+
+    cancelled = scaletrain("cancel", "sleepy", cwd=tmp_path, environ=environ)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"cancelled job {job_id} of run sleepy" in said(cancelled)
+    last = read_job_events(folder)[-1]
+    assert (last.event, last.job_id) == ("cancelled", job_id)
+    assert slurm_cluster.wait_for_job(job_id) == "CANCELLED"
+
+    status = json.loads(scaletrain("status", "--json", cwd=tmp_path, environ=environ).stdout)
+    assert (status["state"], status["restarts"]) == ("CANCELLED", 1)
+    again = scaletrain("cancel", cwd=tmp_path, environ=environ)
+    assert again.returncode == 0
+    assert f"job {job_id} of run sleepy already ended (CANCELLED)" in said(again)
+    assert len(read_job_events(folder)) == 2  # submitted, cancelled: nothing added
+
+
+@pytest.mark.slurm
+@pytest.mark.multiprocess
+def test_logs_follow_a_job_through_its_requeue(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    folder, job_id = running_job(slurm_cluster, tmp_path / "runs", "again", "progress.sbatch")
+    environ = slurm_cluster.environ()
+    command = [str(Path(sys.executable).with_name("scaletrain")), "logs", "-f", "again"]
+    with subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as follower:
+        output = folder.logs / f"progress-{job_id}.out"
+        deadline = time.monotonic() + 60
+        while "step 3/6" not in (output.read_text() if output.exists() else ""):
+            assert time.monotonic() < deadline, slurm_cluster.logs()
+            time.sleep(0.2)
+        # As the job script does after a graceful stop. The rerun starts ~12 s later (see the
+        # cred_expire gotcha in tests/support/slurm_cluster.py).
+        slurm.requeue(job_id, environ=environ)
+        stdout, stderr = follower.communicate(timeout=120)
+    assert follower.returncode == 0, stderr
+    # The rerun rewrote the file from the start: both runs' first lines were followed.
+    assert stdout.count(f"job {job_id} on ") == 2
+    assert stdout.rstrip().endswith("all steps done") and "COMPLETED" in stderr
+    status = json.loads(scaletrain("status", "--json", cwd=tmp_path, environ=environ).stdout)
+    assert (status["state"], status["restarts"]) == ("COMPLETED", 1)
