@@ -36,6 +36,8 @@ from scaletrain.toml_text import parse_toml
 
 # The in-job preflight check (scaletrain.diagnose); run on every rank before training.
 PREFLIGHT_MODULE = "scaletrain.diagnose.preflight"
+# Time to save a checkpoint before the time limit; Slurm may signal up to a minute early.
+_DEFAULT_STOP_MARGIN_S = 300
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -48,8 +50,9 @@ class JobOptions:
     """Requeue the job after a graceful stop (time limit near, preemption)."""
     max_requeues: int = 3
     """Requeue only while SLURM_RESTART_COUNT is below this."""
-    stop_margin_s: int = 300
-    """Seconds before the time limit at which Slurm asks the job to stop (USR1)."""
+    stop_margin_s: int | None = None
+    """Seconds before the time limit at which Slurm asks the job to stop (USR1); None:
+    5 minutes, or a fifth of the time limit for jobs shorter than 25 minutes."""
     max_restarts: int = 3
     """torchrun/accelerate restart all processes of a node group this often after a crash."""
     preflight: bool = True
@@ -58,7 +61,7 @@ class JobOptions:
     def __post_init__(self) -> None:
         for option, value in (
             ("--max-requeues", self.max_requeues),
-            ("--stop-margin", self.stop_margin_s),
+            ("--stop-margin", self.stop_margin_s or 0),
             ("--max-restarts", self.max_restarts),
         ):
             if value < 0:
@@ -84,14 +87,18 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
     mode = launch_mode(plan.mode)  # an edited plan.toml may name a mode that does not exist
     job_name = check_job_name(plan.job_name or run_folder.name)
     preflight = options.preflight and preflight_available()
+    run_dir, workdir = run_folder.root.absolute(), options.workdir.absolute()
     context = {
         "plan": plan,
         "options": options,
+        "stop_margin_s": stop_margin(plan, options),
         "version": __version__,
         "job_name": job_name,
         "per_gpu": mode.tasks_per_node == "per-gpu",
-        "run_dir": str(run_folder.root.absolute()),
-        "workdir": str(options.workdir.absolute()),
+        "run_dir": str(run_dir),
+        "workdir": str(workdir),
+        # What a container must see: your folder, and the run folder if it lies elsewhere.
+        "binds": [str(workdir)] + ([] if run_dir.is_relative_to(workdir) else [str(run_dir)]),
         "run_files": {
             "logs": run_folder.logs.name,
             "stop_request": run_folder.stop_request.name,
@@ -111,6 +118,20 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
         "why": variable_reasons(),
     }
     return _templates().get_template("job.sbatch.j2").render(context)
+
+
+def stop_margin(plan: Plan, options: JobOptions) -> int:
+    """Seconds before the time limit to stop at: as asked, else 5 min (a fifth of short jobs)."""
+    if options.stop_margin_s is None:
+        return min(_DEFAULT_STOP_MARGIN_S, plan.time_seconds // 5)
+    if options.stop_margin_s >= plan.time_seconds:
+        raise ScaletrainError(
+            f"--stop-margin {options.stop_margin_s} s is not shorter than the time limit "
+            f"{plan.time} ({plan.time_seconds} s): the job would be asked to stop at once.",
+            "give a margin that leaves time to train, or leave it out (5 minutes, or a fifth of "
+            "a short time limit).",
+        )
+    return options.stop_margin_s
 
 
 def _environment(plan: Plan, mode: str) -> list[tuple[str, str]]:
