@@ -19,7 +19,13 @@ from tests.support.job_scripts import launch_lines, plan_for, render, shellcheck
 
 MODES = list(launch_modes())
 GOLDEN = REPO / "tests" / "fixtures" / "jobs"
-LUMI_MASKS = "0xfe000000000000,0xfe00000000000000,0xfe0000,0xfe000000,0xfe,0xfe00,0xfe00000000,0xfe0000000000"
+# The cores nearest GCD 0..7 on LUMI (seed 003), as in the lumi profile.
+LUMI_MASKS = ",".join(
+    [
+        *("0xfe000000000000", "0xfe00000000000000", "0xfe0000", "0xfe000000"),
+        *("0xfe", "0xfe00", "0xfe00000000", "0xfe0000000000"),
+    ]
+)
 
 
 def code_outside_single_quotes(script: str) -> str:
