@@ -8,8 +8,11 @@ import typer
 
 from scaletrain import __version__
 from scaletrain.cli import console
+from scaletrain.cli.bench import bench
 from scaletrain.cli.cancel import cancel
+from scaletrain.cli.check import check
 from scaletrain.cli.clusters import clusters_app
+from scaletrain.cli.doctor import doctor
 from scaletrain.cli.logs import logs
 from scaletrain.cli.plan import plan
 from scaletrain.cli.run import run
@@ -74,6 +77,9 @@ app.add_typer(clusters_app, name="clusters")
 app.command()(status)
 app.command()(logs)
 app.command()(cancel)
+app.command()(check)
+app.command()(bench)
+app.command()(doctor)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import typer
 from rich.table import Table
@@ -17,7 +18,10 @@ from scaletrain.clusters import (
     user_profile_folder,
 )
 from scaletrain.clusters.billing import describe_rule
+from scaletrain.clusters.detect import draft_profile
 from scaletrain.clusters.slurm_time import describe_duration
+from scaletrain.errors import ScaletrainError
+from scaletrain.launch import slurm
 
 clusters_app = typer.Typer(
     help=(
@@ -67,6 +71,44 @@ def show_cluster(name: str = typer.Argument(..., help="Cluster name, e.g. lumi."
         facts.add_row(f"[muted]{label}[/muted]", text)
     console.console.print(facts)
     console.console.print(_partition_table(profile))
+
+
+@clusters_app.command("detect")
+def detect_cluster(
+    name: str | None = typer.Option(
+        None, "--name", help="Profile name (default: Slurm's ClusterName)."
+    ),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write the draft here instead of printing it."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite --output if it exists."),
+) -> None:
+    """Draft a profile for this site from its live Slurm (run it on a login node).
+
+    Slurm tells cores, memory, GPUs and partition limits; the draft marks with CHECK what it
+    cannot tell (billing, CPU masks per GPU, network settings, how to load PyTorch).
+    """
+    environ = dict(os.environ)
+    name = name or slurm.cluster_name(environ=environ)
+    draft = draft_profile(name, slurm.partitions(environ=environ), slurm.nodes(environ=environ))
+    if output is None:
+        print(draft.text, end="")
+    elif output.exists() and not force:
+        raise ScaletrainError(
+            f"{output} exists already.", "choose another --output, or add --force to replace it."
+        )
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(draft.text)
+        console.success(f"wrote {output}")
+    console.info(f"nodes: {draft.node_type.describe()}; partitions: {', '.join(draft.partitions)}")
+    for skipped in draft.skipped:
+        console.warning(f"left out partition {skipped}: other nodes than the profile describes")
+    destination = user_profile_folder(environ) / f"{name}.toml"
+    console.info(
+        f"review the lines marked CHECK, then save it as {destination} "
+        f"and try `scaletrain clusters show {name}`"
+    )
 
 
 def _facts(profile: ClusterProfile) -> list[tuple[str, str]]:

@@ -75,9 +75,14 @@ def load_profile(name: str, environ: Mapping[str, str]) -> ClusterProfile:
 
 def read_profile(profile_file: ProfileFile) -> ClusterProfile:
     """Parse and validate one file; errors name the file, the field and the fix."""
-    where = str(profile_file.location)
+    text = profile_file.location.read_text(encoding="utf-8")
+    return profile_from_text(profile_file.name, text, where=str(profile_file.location))
+
+
+def profile_from_text(name: str, text: str, *, where: str) -> ClusterProfile:
+    """Parse and validate a profile's TOML text; `where` names it in errors."""
     try:
-        data: dict[str, Any] = parse_toml(profile_file.location.read_text(encoding="utf-8"))
+        data: dict[str, Any] = parse_toml(text)
     except TomlError as error:
         raise ProfileError(
             f"{where} is not valid TOML: {error}.", "fix the syntax at that line and column."
@@ -89,7 +94,7 @@ def read_profile(profile_file: ProfileFile) -> ClusterProfile:
                 f"remove it; the {derived} comes from the file name and place.",
             )
     try:
-        return ClusterProfile.model_validate({**data, "name": profile_file.name, "source": where})
+        return ClusterProfile.model_validate({**data, "name": name, "source": where})
     except ValidationError as error:
         problems = "; ".join(_describe(detail) for detail in error.errors())
         raise ProfileError(

@@ -178,6 +178,18 @@ def hostnames(nodelist: str, *, environ: Mapping[str, str]) -> list[str]:
     return output.split()
 
 
+def cluster_name(*, environ: Mapping[str, str]) -> str:
+    """The site's ClusterName from `scontrol show config`."""
+    for line in run_command("scontrol", "show", "config", environ=environ).splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "ClusterName":
+            return value.strip()
+    raise ScaletrainError(
+        "`scontrol show config` names no ClusterName.",
+        "pass a name for the profile with --name.",
+    )
+
+
 def partitions(*, environ: Mapping[str, str]) -> list[Partition]:
     """Every partition this user can see."""
     output = run_command("scontrol", "show", "partition", "--oneliner", environ=environ)

@@ -1,0 +1,64 @@
+"""`scaletrain bench`: collective bandwidth on N local processes, as a job would measure it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from scaletrain.cli import console
+from scaletrain.cli.local_diagnostics import module_file, run_diagnostic, show_other_ranks
+from scaletrain.diagnose.bandwidth import parse_ops, parse_size
+from scaletrain.diagnose.bench_report import BENCH_JSON
+
+
+def bench(
+    nproc: str = typer.Option(
+        "2", "--nproc", "-n", envvar="SCALETRAIN_NPROC", help="Processes to start (or 'gpu')."
+    ),
+    ops: str = typer.Option(
+        "all_reduce,all_gather,reduce_scatter,broadcast", "--ops", help="Collectives to measure."
+    ),
+    sizes: str = typer.Option("", "--sizes", help="Message sizes in bytes, e.g. 8,64K,16M."),
+    max_size: str = typer.Option(
+        "", "--max-size", help="Largest size of the default ×4 sweep from 8 B (GPU 256M, CPU 32M)."
+    ),
+    warmup: int = typer.Option(5, "--warmup", help="Untimed calls per size."),
+    iterations: int = typer.Option(20, "--iterations", help="Timed calls per size."),
+    pairs: bool = typer.Option(
+        False, "--pairs", help="Measure pairs of nodes (one process each) to find a slow one."
+    ),
+    name: str | None = typer.Option(None, "--name", help="Run name. Default: bench-<time>."),
+    runs_dir: Path = typer.Option(
+        Path("runs"), "--runs-dir", envvar="SCALETRAIN_RUNS_DIR", help="Where run folders live."
+    ),
+) -> None:
+    """Measure all_reduce, all_gather, reduce_scatter and broadcast bandwidth.
+
+    Prints time, algorithm and bus bandwidth per message size (nccl-tests' definitions)
+    and saves report/bench.json and report/bench.png in the run folder. In a job:
+    python -m scaletrain.diagnose.bench under srun or torchrun.
+
+    Example: [bold]scaletrain bench --nproc 2 --max-size 16M[/bold]
+    """
+    parse_ops(ops)  # bad values fail here, once, not in every process
+    for size in [*sizes.split(","), max_size]:
+        if size:
+            parse_size(size)
+    args = ["--ops", ops, "--warmup", str(warmup), "--iterations", str(iterations)]
+    args += ["--sizes", sizes] if sizes else []
+    args += ["--max-size", max_size] if max_size else []
+    args += ["--pairs"] if pairs else []
+    folder, exit_code = run_diagnostic(
+        module_file("scaletrain.diagnose.bench"),
+        args=args,
+        nproc=nproc,
+        name=name,
+        runs_dir=runs_dir,
+        variables={},
+    )
+    if exit_code != 0:
+        show_other_ranks(folder)
+    else:
+        console.success(f"results in {folder.report / BENCH_JSON}")
+    raise typer.Exit(exit_code)

@@ -1,0 +1,144 @@
+"""Match a job's logs against known failure signatures (signatures.toml) and explain them.
+
+No torch here: the doctor runs on a login node, right after a job failed. A signature is
+data: an id, a regular expression, the usual cause and the fix. Named groups in the
+expression (e.g. the sizes in an out-of-memory line) are collected per rank, so that a
+failure shows which ranks hit it with which numbers.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+# Where a log line says which rank wrote it: our per-rank files, torchrun's prefixes.
+_RANK_IN_NAME = re.compile(r"rank-?(\d+)")
+_RANK_IN_LINE = re.compile(r"^\[?\[?[Rr]ank ?(\d+)\]?:?|\[Rank (\d+)\]")
+# Keep the per-rank picture readable: at most this many matches with details per finding.
+MAX_DETAILS = 64
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Signature:
+    """A known failure: how its log line looks, what usually causes it, how to fix it."""
+
+    id: str
+    title: str
+    pattern: re.Pattern[str]
+    cause: str
+    fix: str
+    scope: str = "log"
+    """'log' for job output; 'script' for the training script's source."""
+    absent: re.Pattern[str] | None = None
+    """For script signatures: the finding counts only when this does not occur in the file."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Location:
+    path: str
+    line_number: int
+    line: str
+
+
+@dataclass(kw_only=True, slots=True)
+class Finding:
+    """Every place one signature matched."""
+
+    signature: Signature
+    first: Location
+    count: int = 0
+    ranks: set[int] = field(default_factory=set)
+    details: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.signature.id
+
+
+@cache
+def load_signatures() -> tuple[Signature, ...]:
+    """The signature table shipped in the package."""
+    text = resources.files("scaletrain.diagnose").joinpath("signatures.toml").read_text()
+    entries = tomllib.loads(text)["signature"]
+    return tuple(
+        Signature(
+            **{
+                **entry,
+                "pattern": re.compile(entry["pattern"]),
+                "absent": re.compile(entry["absent"]) if "absent" in entry else None,
+            }
+        )
+        for entry in entries
+    )
+
+
+def _rank_of(path: str, line: str) -> int | None:
+    in_line = _RANK_IN_LINE.search(line)
+    if in_line:
+        return int(in_line.group(1) or in_line.group(2))
+    in_name = _RANK_IN_NAME.search(Path(path).name)
+    return int(in_name.group(1)) if in_name else None
+
+
+def _record(findings: dict[str, Finding], signature: Signature, where: Location) -> None:
+    finding = findings.setdefault(signature.id, Finding(signature=signature, first=where))
+    finding.count += 1
+    rank = _rank_of(where.path, where.line)
+    if rank is not None:
+        finding.ranks.add(rank)
+    match = signature.pattern.search(where.line)
+    groups = {k: v for k, v in match.groupdict().items() if v} if match else {}
+    if groups and len(finding.details) < MAX_DETAILS:
+        finding.details.append({"rank": "?" if rank is None else str(rank), **groups})
+
+
+def _scan_log(path: str, lines: Iterable[str], findings: dict[str, Finding]) -> None:
+    signatures = [s for s in load_signatures() if s.scope == "log"]
+    for number, line in enumerate(lines, start=1):
+        for signature in signatures:
+            if signature.pattern.search(line):
+                _record(findings, signature, Location(path=path, line_number=number, line=line))
+
+
+def _scan_script(path: str, text: str, findings: dict[str, Finding]) -> None:
+    for signature in load_signatures():
+        if signature.scope != "script" or (signature.absent and signature.absent.search(text)):
+            continue
+        for number, line in enumerate(text.splitlines(), start=1):
+            if signature.pattern.search(line):
+                _record(findings, signature, Location(path=path, line_number=number, line=line))
+                break
+
+
+def match_text(text: str, name: str = "<text>") -> list[Finding]:
+    """Findings in a piece of log text, in table order."""
+    findings: dict[str, Finding] = {}
+    _scan_log(name, (line.rstrip("\n") for line in text.splitlines()), findings)
+    return _ordered(findings)
+
+
+def diagnose_files(paths: Sequence[Path]) -> list[Finding]:
+    """Findings in log files and training scripts (*.py), in table order."""
+    findings: dict[str, Finding] = {}
+    for path in paths:
+        if path.suffix == ".py":
+            _scan_script(str(path), path.read_text(errors="replace"), findings)
+            continue
+        with path.open(errors="replace") as lines:
+            _scan_log(str(path), (line.rstrip("\n") for line in lines), findings)
+    return _ordered(findings)
+
+
+def _ordered(findings: dict[str, Finding]) -> list[Finding]:
+    order = {signature.id: index for index, signature in enumerate(load_signatures())}
+    return sorted(findings.values(), key=lambda finding: order[finding.id])

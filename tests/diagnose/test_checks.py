@@ -1,0 +1,110 @@
+"""The preflight's single checks on given values: no processes needed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from scaletrain.diagnose.devices import check_devices, visible_from_variables
+from scaletrain.diagnose.gpu import check_communication, loaded_net_plugins
+from scaletrain.diagnose.inputs import parse_cpu_masks, read_inputs
+from scaletrain.diagnose.job_checks import check_consistency
+from scaletrain.diagnose.local_checks import check_affinity, cpus_of_mask, select_interfaces
+from scaletrain.diagnose.results import RankFacts, RankReport, compact_list
+from scaletrain.runtime.launchers import SINGLE_PROCESS
+from tests.conftest import REPO
+
+# LUMI's CPU mask per GCD, in GCD order (shared/seeds/003).
+LUMI_MASKS = parse_cpu_masks(
+    "0xfe000000000000,0xfe00000000000000,0xfe0000,0xfe000000,0xfe,0xfe00,0xfe00000000,"
+    "0xfe0000000000"
+)
+
+
+def test_lumi_masks_give_seven_cores_per_gcd() -> None:
+    assert compact_list(cpus_of_mask(LUMI_MASKS[0])) == "49-55"
+    assert compact_list(cpus_of_mask(LUMI_MASKS[4])) == "1-7"
+
+
+def test_slurm_default_binding_on_lumi_fails_the_affinity_check() -> None:
+    # The seed's first srun: task 0 bound to fe (cores 1-7), but GCD 0 is nearest 49-55.
+    result = check_affinity(set(range(1, 8)), 0, 0, LUMI_MASKS)
+    assert result.status == "fail"
+    assert result.seen == "cores 1-7; GPU 0 is nearest to 49-55"
+    assert "--cpu-bind=mask_cpu:0xfe000000000000,0xfe00000000000000," in result.fix
+    assert check_affinity(set(range(49, 56)), 0, 0, LUMI_MASKS).status == "ok"
+    assert check_affinity(set(range(64)), 0, 0, LUMI_MASKS).status == "warn"  # not bound
+
+
+def test_nccl_socket_ifname_rules() -> None:
+    interfaces = ["lo", "nmn0", "hsn0", "hsn1", "hsn2", "hsn3"]
+    assert select_interfaces("hsn", interfaces) == ["hsn0", "hsn1", "hsn2", "hsn3"]
+    assert select_interfaces("=hsn0", interfaces) == ["hsn0"]
+    assert select_interfaces("^nmn,lo", interfaces) == ["hsn0", "hsn1", "hsn2", "hsn3"]
+    assert select_interfaces("hsn", interfaces, exact=True) == []
+
+
+def test_hip_visibility_picks_from_what_rocr_left_visible() -> None:
+    assert visible_from_variables(
+        {"ROCR_VISIBLE_DEVICES": "4,5,6", "HIP_VISIBLE_DEVICES": "2"}
+    ) == ("6",)
+    assert visible_from_variables({}) is None
+
+
+def test_one_gpu_per_task_uses_that_gpu_and_its_number_selects_the_mask() -> None:
+    layout = dataclasses.replace(
+        SINGLE_PROCESS, launcher="slurm", rank=3, local_rank=3, world_size=8, local_world_size=8
+    )
+    result, view = check_devices(layout, {"ROCR_VISIBLE_DEVICES": "3"}, (), 8)
+    assert result.status == "ok" and view.used == "3" and view.index == 3
+
+
+def test_too_many_local_ranks_for_the_visible_gpus_fails() -> None:
+    layout = dataclasses.replace(
+        SINGLE_PROCESS, launcher="torchrun", rank=3, local_rank=3, world_size=4, local_world_size=4
+    )
+    result, _ = check_devices(layout, {"CUDA_VISIBLE_DEVICES": "0,1"}, (), None)
+    assert result.status == "fail" and "only 2 are visible" in result.seen
+
+
+def test_ranks_that_disagree_on_the_world_size_fail() -> None:
+    def report(rank: int, world_size: int) -> RankReport:
+        facts = RankFacts(host="n1", rank=rank, world_size=world_size, master="n1:29500")
+        return RankReport(facts=facts)
+
+    result = check_consistency([report(0, 2), report(1, 4)])
+    assert result.status == "fail"
+    assert result.seen == "ranks disagree on the world size: 2 on ranks 0; 4 on ranks 1"
+
+
+def test_missing_rccl_plugin_on_several_nodes_fails_where_the_cluster_has_one() -> None:
+    log = (REPO / "tests/fixtures/doctor/net-plugin-missing.log").read_text()
+    log += "nixos:4147521:4147521 [3] NCCL INFO Using network Socket\n"
+    common = {"backend": "cpu:gloo,cuda:nccl", "library": "RCCL 2.20.5", "nccl_log": log}
+    failed = check_communication(**common, plugins=[], multi_node=True, expect_plugin=True)
+    assert failed.status == "fail" and "network: Socket" in failed.seen
+    assert "aws-ofi-rccl" in failed.fix
+    assert (
+        check_communication(**common, plugins=[], multi_node=False, expect_plugin=True).status
+        == "ok"
+    )
+    loaded = ["librccl-net.so"]
+    assert (
+        check_communication(**common, plugins=loaded, multi_node=True, expect_plugin=True).status
+        == "ok"
+    )
+
+
+def test_plugins_are_found_in_the_loaded_libraries() -> None:
+    maps = (
+        "7f00-7f01 r-xp 0 00:00 1 /opt/aws-ofi-rccl/lib/librccl-net.so\n"
+        "7f02-7f03 r-xp 0 00:00 2 /usr/lib/libc.so.6\n"
+    )
+    assert loaded_net_plugins(maps) == ["librccl-net.so"]
+
+
+def test_inputs_from_variables() -> None:
+    inputs = read_inputs(
+        {"SCALETRAIN_EXPECTED_CPU_MASKS": "fe,fe00", "SCALETRAIN_MIN_FREE_GB": "50"}
+    )
+    assert inputs.expected_cpu_masks == (0xFE, 0xFE00)
+    assert inputs.min_free_bytes == 50 * 10**9 and inputs.rendezvous_timeout_s == 10
