@@ -11,7 +11,7 @@ from scaletrain.cli import console
 from scaletrain.cli.common import RUNS_DIR_OPTION, process_environ
 from scaletrain.cli.request_options import request_options
 from scaletrain.clusters import load_profile
-from scaletrain.launch.render import JobOptions, preflight_available, render_job_script
+from scaletrain.launch.render import JobOptions, render_job_script
 from scaletrain.launch.shell_text import check_job_name
 from scaletrain.launch.submission import check_continuation, check_script, submit_job
 from scaletrain.planning import Request, plan_job
@@ -82,14 +82,12 @@ def submit(
     check_continuation(folder, decided, environ)
     job_id = submit_job(decided, folder, job_script, environ)
     print(job_id)
-    _show_submitted(folder, job_id, options)
+    _show_submitted(folder, job_id)
 
 
-def _show_submitted(folder: RunFolder, job_id: str, options: JobOptions) -> None:
+def _show_submitted(folder: RunFolder, job_id: str) -> None:
     console.success(f"submitted job {job_id} for run {folder.name}")
     console.info(f"  folder   {folder.root}/ (plan.toml, job.sbatch, logs/)")
-    if options.preflight and not preflight_available():
-        console.warning("this scaletrain has no preflight check; the job starts training directly")
     console.info(f"  follow   scaletrain logs -f {folder.name}")
     console.info(f"  status   scaletrain status {folder.name}")
     console.info(f"  cancel   scaletrain cancel {folder.name}")

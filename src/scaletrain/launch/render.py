@@ -8,7 +8,6 @@ Every value is shell-quoted as it is written (see shell_text.py); only template 
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
 from dataclasses import dataclass
 from functools import cache
@@ -18,6 +17,7 @@ from pathlib import Path
 import jinja2
 
 from scaletrain import __version__
+from scaletrain.diagnose.inputs import EXPECTED_CPU_MASKS, EXPECTED_GPUS_PER_NODE
 from scaletrain.errors import ScaletrainError
 from scaletrain.launch.modes import launch_mode
 from scaletrain.launch.shell_text import (
@@ -77,16 +77,10 @@ class Target:
     module: str | None = None
 
 
-def preflight_available() -> bool:
-    """Whether this scaletrain has the in-job preflight check (the diagnose package)."""
-    return importlib.util.find_spec("scaletrain.diagnose") is not None
-
-
 def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) -> str:
     """The job script for `plan`, writing into `run_folder`; submit it from that folder."""
     mode = launch_mode(plan.mode)  # an edited plan.toml may name a mode that does not exist
     job_name = check_job_name(plan.job_name or run_folder.name)
-    preflight = options.preflight and preflight_available()
     run_dir, workdir = run_folder.root.absolute(), options.workdir.absolute()
     context = {
         "plan": plan,
@@ -109,10 +103,7 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
         "container_words": shlex.split(plan.container_command or ""),
         "environment": _environment(plan, mode.name),
         "port": {"base": JOB_PORT_BASE, "span": JOB_PORT_SPAN},
-        "preflight": preflight,
-        "preflight_environment": _preflight_environment(plan, mode.tasks_per_node)
-        if preflight
-        else [],
+        "preflight_environment": _preflight_environment(plan, mode.tasks_per_node),
         "preflight_target": Target(module=PREFLIGHT_MODULE),
         "training_target": Target(script=plan.script, args=plan.script_args),
         "why": variable_reasons(),
@@ -144,8 +135,6 @@ def _environment(plan: Plan, mode: str) -> list[tuple[str, str]]:
 
 def _preflight_environment(plan: Plan, tasks_per_node: str) -> list[tuple[str, str]]:
     """What the preflight check must expect, in the variables it reads."""
-    from scaletrain.diagnose.inputs import EXPECTED_CPU_MASKS, EXPECTED_GPUS_PER_NODE
-
     gpus = 0 if plan.accelerator == "cpu" else plan.gpus_per_node
     exported = [(EXPECTED_GPUS_PER_NODE.variable, str(gpus))]
     # Masks are only bound where srun starts one task per GPU (see common.j2).
