@@ -60,7 +60,8 @@ def submit(
     Example: [bold]scaletrain submit -c lumi --gpus 16 -t 2:00:00 --name mnist train.py[/bold]
     """
     environ = process_environ()
-    run_name = check_job_name(name or default_run_name(Path(request.script), datetime.now()))
+    run_name = name or default_run_name(Path(request.script), datetime.now())
+    check_job_name(run_name, "run name")
     folder = RunFolder(runs_dir / run_name)
     workdir = Path.cwd()
     check_script(request.script, workdir)

@@ -16,6 +16,11 @@ from scaletrain.launch.jobs import current_job, read_job_events, record_job_even
 from scaletrain.planning import Plan, read_plan, write_plan
 from scaletrain.run_folder import RunFolder
 
+# Plan fields that follow from the others: shown only when nothing else differs.
+_DERIVED = frozenset(
+    {"partition_reason", "sbatch_options", "time_seconds", "billing", "warnings", "cpu_masks"}
+)
+
 
 def check_script(script: str, workdir: Path) -> None:
     """Stop before queueing a job whose script is not there (the job would fail on start)."""
@@ -27,19 +32,26 @@ def check_script(script: str, workdir: Path) -> None:
         )
 
 
+def plan_changes(saved: Plan, new: Plan) -> list[str]:
+    """What differs, as `field: saved → new`; fields that follow from others only if nothing
+    else differs (a changed profile)."""
+    changed = [
+        field.name
+        for field in dataclasses.fields(Plan)
+        if getattr(saved, field.name) != getattr(new, field.name)
+    ]
+    chosen = [name for name in changed if name not in _DERIVED] or changed
+    return [f"{name}: {getattr(saved, name)} → {getattr(new, name)}" for name in chosen]
+
+
 def check_continuation(folder: RunFolder, plan: Plan, environ: Mapping[str, str]) -> None:
     """An existing run may be continued only with the same plan and with no job still alive."""
     if folder.plan.is_file():
-        saved = read_plan(folder.plan)
-        changed = [
-            field.name
-            for field in dataclasses.fields(Plan)
-            if getattr(saved, field.name) != getattr(plan, field.name)
-        ]
+        changed = plan_changes(read_plan(folder.plan), plan)
         if changed:
             raise ScaletrainError(
-                f"Run {folder.name!r} exists with a different plan ({', '.join(changed)} "
-                f"differ from {folder.plan}).",
+                f"Run {folder.name!r} exists with a different plan ({'; '.join(changed)}; "
+                f"saved in {folder.plan}).",
                 "give the same options to continue that run, or another --name for a new run.",
             )
     job = current_job(read_job_events(folder))
