@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime
 from pathlib import Path
 
@@ -83,12 +84,13 @@ def submit(
     check_continuation(folder, decided, environ)
     job_id = submit_job(decided, folder, job_script, environ)
     print(job_id)
-    _show_submitted(folder, job_id)
+    _show_submitted(folder, job_id, runs_dir)
 
 
-def _show_submitted(folder: RunFolder, job_id: str) -> None:
+def _show_submitted(folder: RunFolder, job_id: str, runs_dir: Path) -> None:
     console.success(f"submitted job {job_id} for run {folder.name}")
     console.info(f"  folder   {folder.root}/ (plan.toml, job.sbatch, logs/)")
-    console.info(f"  follow   scaletrain logs -f {folder.name}")
-    console.info(f"  status   scaletrain status {folder.name}")
-    console.info(f"  cancel   scaletrain cancel {folder.name}")
+    # The next commands as the user can type them (they find the run under the same folder).
+    where = "" if runs_dir == Path("runs") else f" --runs-dir {shlex.quote(str(runs_dir))}"
+    for what, command in (("follow", "logs -f"), ("status", "status"), ("cancel", "cancel")):
+        console.info(f"  {what:<8} scaletrain {command} {folder.name}{where}")
