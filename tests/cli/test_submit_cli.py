@@ -31,8 +31,18 @@ def test_dry_run_prints_the_job_script_and_writes_nothing(
     tmp_path: Path, environ: dict[str, str]
 ) -> None:
     (tmp_path / "train.py").touch()
-    result = scaletrain("submit", *LUMI_16, "--name", "big", "--dry-run", "train.py",
-                        "--epochs", "3", cwd=tmp_path, environ=environ)  # fmt: skip
+    result = scaletrain(
+        "submit",
+        *LUMI_16,
+        "--name",
+        "big",
+        "--dry-run",
+        "train.py",
+        "--epochs",
+        "3",
+        cwd=tmp_path,
+        environ=environ,
+    )
     assert result.returncode == 0, result.stderr
     script = result.stdout
     assert script.startswith("#!/bin/bash\n# scaletrain job for run big: 2 node(s) × 8 GPU(s)")
@@ -46,8 +56,9 @@ def test_dry_run_prints_the_job_script_and_writes_nothing(
 def test_job_options_change_the_script(tmp_path: Path, environ: dict[str, str]) -> None:
     (tmp_path / "train.py").touch()
     options = ["--no-requeue", "--no-check", "--stop-margin", "600", "--max-restarts", "0"]
-    result = scaletrain("submit", *LUMI_16, *options, "--dry-run", "train.py", cwd=tmp_path,
-                        environ=environ)  # fmt: skip
+    result = scaletrain(
+        "submit", *LUMI_16, *options, "--dry-run", "train.py", cwd=tmp_path, environ=environ
+    )
     assert result.returncode == 0, result.stderr
     script = result.stdout
     assert "#SBATCH --signal=B:USR1@600\n" in script and "--max_restarts=0 \\\n" in script
@@ -74,8 +85,9 @@ def test_submit_takes_the_same_request_options_as_plan() -> None:
 
 def test_without_slurm_nothing_is_written(tmp_path: Path, environ: dict[str, str]) -> None:
     (tmp_path / "train.py").touch()
-    result = scaletrain("submit", *LUMI_16, "--name", "x", "train.py", cwd=tmp_path,
-                        environ=environ)  # fmt: skip
+    result = scaletrain(
+        "submit", *LUMI_16, "--name", "x", "train.py", cwd=tmp_path, environ=environ
+    )
     assert result.returncode == 2
     assert "error: Slurm's sbatch was not found on this machine" in result.stderr
     assert "HINT: run this on a login node of your cluster" in result.stderr
@@ -88,8 +100,9 @@ def test_an_existing_run_with_another_plan_is_kept(tmp_path: Path, environ: dict
     saved.parent.mkdir(parents=True)
     write_plan(plan_for(cluster="lumi", gpus=8, time="2:00:00"), saved)
     before = saved.read_text()
-    result = scaletrain("submit", *LUMI_16, "--name", "mnist", "train.py", cwd=tmp_path,
-                        environ=environ)  # fmt: skip
+    result = scaletrain(
+        "submit", *LUMI_16, "--name", "mnist", "train.py", cwd=tmp_path, environ=environ
+    )
     assert result.returncode == 2
     assert (
         "error: Run 'mnist' exists with a different plan (partition: small-g → standard-g; "

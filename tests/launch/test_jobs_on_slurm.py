@@ -45,8 +45,9 @@ def submit(
     *arguments: str,
 ) -> tuple[RunFolder, str]:
     """`scaletrain submit -c local <arguments>` from `cwd`; the run folder and the job id."""
-    result = scaletrain("submit", "--cluster", "local", "--time", "10:00", *arguments, cwd=cwd,
-                        environ=environ)  # fmt: skip
+    result = scaletrain(
+        "submit", "--cluster", "local", "--time", "10:00", *arguments, cwd=cwd, environ=environ
+    )
     assert result.returncode == 0, result.stderr
     name = arguments[arguments.index("--name") + 1]
     return RunFolder(cwd / "runs" / name), result.stdout.strip()
@@ -56,7 +57,8 @@ def finished(cluster: SlurmCluster, folder: RunFolder, job_id: str) -> str:
     """Wait for the job; its output, from the run folder's logs/ (named %x-%j.out)."""
     state = cluster.wait_for_job(job_id, timeout=JOB_TIMEOUT_S)
     output = folder.logs / f"{folder.name}-{job_id}.out"
-    text = output.read_text() if output.is_file() else f"(no {output})"
+    assert output.is_file(), f"{state}: no {output}\n{cluster.logs()}"
+    text = output.read_text()
     assert state == "COMPLETED", f"{state}\n{text}"
     return text
 
@@ -111,8 +113,17 @@ def test_mnist_example_trains_on_every_rank(
     environ = job_environ(slurm_cluster, tmp_path)
     name = f"mnist-{mode}-{nodes}"
     arguments = ["--mode", mode, "--nodes", str(nodes), "--gpus-per-node", "2", "--name", name]
-    folder, job_id = submit(slurm_cluster, tmp_path, environ, *arguments, str(EXAMPLE),
-                            "--data-dir", str(mnist_data), "--epochs", "1")  # fmt: skip
+    folder, job_id = submit(
+        slurm_cluster,
+        tmp_path,
+        environ,
+        *arguments,
+        str(EXAMPLE),
+        "--data-dir",
+        str(mnist_data),
+        "--epochs",
+        "1",
+    )
     output = finished(slurm_cluster, folder, job_id)
     hosts = sorted(["n1", "n2"][:nodes] * 2)
     check_mnist_trained(folder, output, launcher, hosts)
@@ -128,9 +139,21 @@ def test_accelerate_machine_rank_is_each_nodes_own(
 ) -> None:
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
     arguments = ("--run", "x", "$(touch pwned)", "two words")
-    folder, job_id = submit(slurm_cluster, tmp_path, environ, "--mode", "accelerate", "--nodes",
-                            "2", "--gpus-per-node", "2", "--name", "acc",
-                            str(WORKERS / "accelerate_ranks.py"), *arguments)  # fmt: skip
+    folder, job_id = submit(
+        slurm_cluster,
+        tmp_path,
+        environ,
+        "--mode",
+        "accelerate",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--name",
+        "acc",
+        str(WORKERS / "accelerate_ranks.py"),
+        *arguments,
+    )
     output = finished(slurm_cluster, folder, job_id)
     ranks = reports(tmp_path, "rank-*.json")
     assert [rank["rank"] for rank in ranks] == [0, 1, 2, 3], output
@@ -152,10 +175,25 @@ def test_lightning_finds_every_rank_through_slurm(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    folder, job_id = submit(slurm_cluster, tmp_path, environ, "--mode", "lightning", "--nodes",
-                            "2", "--gpus-per-node", "2", "--name", "lit", "--no-check",
-                            str(WORKERS / "lightning_ranks.py"), "--devices", "2", "--nodes",
-                            "2")  # fmt: skip
+    folder, job_id = submit(
+        slurm_cluster,
+        tmp_path,
+        environ,
+        "--mode",
+        "lightning",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--name",
+        "lit",
+        "--no-check",
+        str(WORKERS / "lightning_ranks.py"),
+        "--devices",
+        "2",
+        "--nodes",
+        "2",
+    )
     output = finished(slurm_cluster, folder, job_id)
     ranks = reports(tmp_path, "rank-*.json")
     assert [(r["rank"], r["local_rank"], r["node_rank"], r["host"]) for r in ranks] == [
@@ -172,13 +210,33 @@ def test_deepspeed_one_task_per_gpu_from_slurm_variables(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     config = tmp_path / "ds_config.json"
-    config.write_text(json.dumps({"train_micro_batch_size_per_gpu": 8,
-                                  "optimizer": {"type": "SGD", "params": {"lr": 0.1}}}))  # fmt: skip
+    config.write_text(
+        json.dumps(
+            {
+                "train_micro_batch_size_per_gpu": 8,
+                "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
+            }
+        )
+    )
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    folder, job_id = submit(slurm_cluster, tmp_path, environ, "--mode", "deepspeed", "--nodes",
-                            "2", "--gpus-per-node", "2", "--name", "ds", "--no-check",
-                            str(WORKERS / "deepspeed_ranks.py"), "--deepspeed",
-                            "--deepspeed_config", str(config))  # fmt: skip
+    folder, job_id = submit(
+        slurm_cluster,
+        tmp_path,
+        environ,
+        "--mode",
+        "deepspeed",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--name",
+        "ds",
+        "--no-check",
+        str(WORKERS / "deepspeed_ranks.py"),
+        "--deepspeed",
+        "--deepspeed_config",
+        str(config),
+    )
     output = finished(slurm_cluster, folder, job_id)
     ranks = reports(tmp_path, "rank-*.json")
     assert [(r["rank"], r["local_rank"], r["host"]) for r in ranks] == [
@@ -198,12 +256,33 @@ def test_hostile_paths_and_arguments_arrive_as_given(
     project.mkdir()
     script = project / "probe `touch pwned2`.py"
     script.write_text((WORKERS / "task_probe.py").read_text())
-    arguments = ["$(touch pwned3)", "`touch pwned4`", "'; touch pwned5; '", '"; touch pwned6"',
-                 "two\nlines", "$HOME", "--name", "-- x"]  # fmt: skip
+    arguments = [
+        "$(touch pwned3)",
+        "`touch pwned4`",
+        "'; touch pwned5; '",
+        '"; touch pwned6"',
+        "two\nlines",
+        "$HOME",
+        "--name",
+        "-- x",
+    ]
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    folder, job_id = submit(slurm_cluster, project, environ, "--mode", "srun", "--nodes", "2",
-                            "--gpus-per-node", "1", "--name", "quoted", "--no-check",
-                            script.name, *arguments)  # fmt: skip
+    folder, job_id = submit(
+        slurm_cluster,
+        project,
+        environ,
+        "--mode",
+        "srun",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "1",
+        "--name",
+        "quoted",
+        "--no-check",
+        script.name,
+        *arguments,
+    )
     finished(slurm_cluster, folder, job_id)
     tasks = reports(tmp_path, "task-*.json")
     assert len(tasks) == 2
@@ -220,10 +299,16 @@ def test_per_task_values_are_evaluated_in_each_task(
     """LUMI's per-task lines, run for real: a job planned for the local cluster as if its
     nodes had AMD GPUs. Each task must see its own GCD and a MIOpen cache of its own node."""
     plan = dataclasses.replace(
-        plan_for(cluster="local", mode="srun", nodes=2, gpus_per_node=2, time="10:00",
-                 script=str(WORKERS / "task_probe.py")),
+        plan_for(
+            cluster="local",
+            mode="srun",
+            nodes=2,
+            gpus_per_node=2,
+            time="10:00",
+            script=str(WORKERS / "task_probe.py"),
+        ),
         accelerator="amd",
-    )  # fmt: skip
+    )
     folder = RunFolder(tmp_path / "runs" / "amd")
     script = render_job_script(plan, folder, JobOptions(workdir=tmp_path, preflight=False))
     user = f"scaletrain-test-{os.getpid()}"  # a MIOpen folder name no one else uses
@@ -254,9 +339,21 @@ def test_graceful_stop_requeues_and_the_rerun_continues(
     """The job script's side of the graceful-stop handshake, with a worker doing the training
     side: USR1 -> stop-requested -> stopped.json -> requeue -> the rerun with restart count 1."""
     environ = job_environ(slurm_cluster, tmp_path)
-    folder, job_id = submit(slurm_cluster, tmp_path, environ, "--mode", "srun", "--nodes", "1",
-                            "--gpus-per-node", "1", "--name", "stopper", "--no-check",
-                            str(WORKERS / "graceful_stop.py"))  # fmt: skip
+    folder, job_id = submit(
+        slurm_cluster,
+        tmp_path,
+        environ,
+        "--mode",
+        "srun",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "1",
+        "--name",
+        "stopper",
+        "--no-check",
+        str(WORKERS / "graceful_stop.py"),
+    )
     started = folder.root / "training-started"
     deadline = time.monotonic() + JOB_TIMEOUT_S
     while not started.exists():
@@ -277,8 +374,9 @@ def test_graceful_stop_requeues_and_the_rerun_continues(
     # One log for both runs (--open-mode=append): the first run's lines were kept.
     assert "USR1 received: asking training to checkpoint and stop" in output
     assert "requeueing job" in output and "stopped at step 7" in output
-    status = json.loads(scaletrain("status", "--json", "stopper", cwd=tmp_path,
-                                   environ=environ).stdout)  # fmt: skip
+    status = json.loads(
+        scaletrain("status", "--json", "stopper", cwd=tmp_path, environ=environ).stdout
+    )
     assert (status["state"], status["restarts"]) == ("COMPLETED", 1)
 
 
@@ -286,13 +384,23 @@ def test_a_run_continues_under_its_name_but_not_twice_at_once(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     release = tmp_path / "release"
-    environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path),
-                          PROBE_WAIT_FOR=str(release))  # fmt: skip
-    arguments = ["--mode", "srun", "--gpus", "1", "--name", "again", "--no-check",
-                 str(WORKERS / "task_probe.py")]  # fmt: skip
+    environ = job_environ(
+        slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path), PROBE_WAIT_FOR=str(release)
+    )
+    arguments = [
+        "--mode",
+        "srun",
+        "--gpus",
+        "1",
+        "--name",
+        "again",
+        "--no-check",
+        str(WORKERS / "task_probe.py"),
+    ]
     folder, first = submit(slurm_cluster, tmp_path, environ, *arguments)
-    busy = scaletrain("submit", "-c", "local", "-t", "10:00", *arguments, cwd=tmp_path,
-                      environ=environ)  # fmt: skip
+    busy = scaletrain(
+        "submit", "-c", "local", "-t", "10:00", *arguments, cwd=tmp_path, environ=environ
+    )
     assert busy.returncode == 2
     assert f"Run 'again' still has job {first}" in busy.stderr
     assert "scaletrain cancel again" in busy.stderr
@@ -318,8 +426,20 @@ def test_sbatch_refusing_the_job_shows_its_message(
         local.replace("partitions.debug", "partitions.gpu")
     )
     environ = job_environ(slurm_cluster, tmp_path)
-    result = scaletrain("submit", "-c", "elsewhere", "-t", "10:00", "--gpus", "1", "--name", "no",
-                        str(WORKERS / "task_probe.py"), cwd=tmp_path, environ=environ)  # fmt: skip
+    result = scaletrain(
+        "submit",
+        "-c",
+        "elsewhere",
+        "-t",
+        "10:00",
+        "--gpus",
+        "1",
+        "--name",
+        "no",
+        str(WORKERS / "task_probe.py"),
+        cwd=tmp_path,
+        environ=environ,
+    )
     assert result.returncode == 2
     assert "`sbatch --parsable" in result.stderr
     assert "Invalid partition name specified" in result.stderr

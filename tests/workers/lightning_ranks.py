@@ -10,12 +10,12 @@ import os
 import socket
 from pathlib import Path
 
-import lightning as L
+import lightning
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 
-class Regression(L.LightningModule):
+class Regression(lightning.LightningModule):
     def __init__(self) -> None:
         super().__init__()
         self.layer = torch.nn.Linear(4, 1)
@@ -36,7 +36,7 @@ def main() -> None:
     torch.manual_seed(0)  # the same data and initial weights on every rank
     features = torch.randn(64, 4)
     data = TensorDataset(features, features.sum(dim=1, keepdim=True))
-    trainer = L.Trainer(
+    trainer = lightning.Trainer(
         accelerator="cpu",
         devices=args.devices,
         num_nodes=args.nodes,

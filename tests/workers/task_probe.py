@@ -36,7 +36,7 @@ if release and task == 0:
 report = {
     "argv": sys.argv[1:],
     "script": sys.argv[0],
-    "cwd": os.getcwd(),
+    "cwd": str(Path.cwd()),
     "host": socket.gethostname(),
     "environ": {name: os.environ.get(name) for name in REPORTED},
     "miopen_folder_exists": Path(os.environ.get("MIOPEN_USER_DB_PATH", "/nonexistent")).is_dir(),

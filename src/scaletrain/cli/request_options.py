@@ -66,25 +66,13 @@ def _request_parameters(
 _SHARED = inspect.signature(_request_parameters, eval_str=True).parameters
 
 
+# Options named for the command line, fields named for the planner.
+_FIELD_NAMES = {"memory_per_gpu": "memory_gb_per_gpu", "container": "container_image"}
+
+
 def _request(ctx: typer.Context, values: dict[str, Any]) -> Request:
-    return Request(
-        cluster=values["cluster"],
-        script=values["script"],
-        script_args=tuple(ctx.args),
-        time=values["time"],
-        gpus=values["gpus"],
-        nodes=values["nodes"],
-        gpus_per_node=values["gpus_per_node"],
-        partition=values["partition"],
-        mode=values["mode"],
-        cpus_per_gpu=values["cpus_per_gpu"],
-        memory_gb_per_gpu=values["memory_per_gpu"],
-        global_batch_size=values["global_batch_size"],
-        accumulation_steps=values["accumulation_steps"],
-        account=values["account"],
-        job_name=values["job_name"],
-        container_image=values["container"],
-    )
+    fields = {_FIELD_NAMES.get(name, name): value for name, value in values.items()}
+    return Request(script_args=tuple(ctx.args), **fields)
 
 
 def request_options(command: Callable[..., None]) -> Callable[..., None]:
