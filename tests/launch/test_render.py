@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
@@ -74,6 +75,9 @@ def test_every_mode_and_shape_passes_shellcheck(cluster: str, tmp_path: Path) ->
                     container_image=container,
                     script_args=("--epochs", "3"),
                 )
+                if container and not plan.container_command:
+                    # The local test cluster has no container runtime; a site could have one.
+                    plan = dataclasses.replace(plan, container_command="apptainer exec")
                 software = "container" if container else "modules"
                 scripts[f"{cluster}-{mode}-{nodes}-{software}"] = render(plan)
         scripts[f"{cluster}-{mode}-no-requeue"] = render(
@@ -180,6 +184,14 @@ def test_container_or_modules() -> None:
     # MASTER_ADDR comes from scontrol in the batch shell: containers have no scontrol.
     batch = container.index("MASTER_ADDR=$(scontrol show hostnames")
     assert batch < container.index("\nsrun ")
+
+
+def test_a_container_needs_a_command_and_plain_folders(tmp_path: Path) -> None:
+    with pytest.raises(ScaletrainError, match="names no command to run a container image"):
+        render(plan_for(cluster="local", gpus=2, container_image="pytorch.sif"))
+    elsewhere = RunFolder(Path("/scratch/a,b/runs/mnist"))
+    with pytest.raises(ScaletrainError, match="cannot be bound into a container"):
+        render(plan_for(cluster="lumi", gpus=8, container_image="x.sif"), folder=elsewhere)
 
 
 def test_requeue_and_graceful_stop_lines() -> None:

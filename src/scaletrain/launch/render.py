@@ -82,6 +82,9 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
     mode = launch_mode(plan.mode)  # an edited plan.toml may name a mode that does not exist
     job_name = check_job_name(plan.job_name or run_folder.name)
     run_dir, workdir = run_folder.root.absolute(), options.workdir.absolute()
+    binds = [workdir] + ([] if run_dir.is_relative_to(workdir) else [run_dir])
+    if plan.container_image:
+        _check_container(plan, binds)
     context = {
         "plan": plan,
         "options": options,
@@ -92,7 +95,7 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
         "run_dir": str(run_dir),
         "workdir": str(workdir),
         # What a container must see: your folder, and the run folder if it lies elsewhere.
-        "binds": [str(workdir)] + ([] if run_dir.is_relative_to(workdir) else [str(run_dir)]),
+        "binds": [str(folder) for folder in binds],
         "run_files": {
             "logs": run_folder.logs.name,
             "stop_request": run_folder.stop_request.name,
@@ -123,6 +126,24 @@ def stop_margin(plan: Plan, options: JobOptions) -> int:
             "a short time limit).",
         )
     return options.stop_margin_s
+
+
+def _check_container(plan: Plan, binds: list[Path]) -> None:
+    """A container needs the profile's command to run it, and folders it can bind."""
+    if not plan.container_command:
+        raise ScaletrainError(
+            f"The cluster profile {plan.cluster!r} names no command to run a container image "
+            "(software.container_command).",
+            "leave out --container and use the profile's modules, or add e.g. "
+            'container_command = "apptainer exec" to the profile\'s [software] table.',
+        )
+    for folder in binds:
+        if "," in str(folder) or ":" in str(folder):
+            raise ScaletrainError(
+                f"The folder {str(folder)!r} cannot be bound into a container: singularity "
+                "reads ',' and ':' in it as separators.",
+                "work in a folder whose path has no ',' or ':', or put --runs-dir there.",
+            )
 
 
 def _environment(plan: Plan, mode: str) -> list[tuple[str, str]]:
