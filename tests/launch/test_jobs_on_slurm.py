@@ -380,6 +380,24 @@ def test_graceful_stop_requeues_and_the_rerun_continues(
     assert (status["state"], status["restarts"]) == ("COMPLETED", 1)
 
 
+def test_a_stop_marker_of_an_earlier_job_does_not_requeue(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    # As a crash before the training could clear it would leave it.
+    stale = tmp_path / "runs" / "stale" / "stopped.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text(json.dumps({"step": 3, "reason": "stop: SIGTERM"}))
+    environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
+    folder, job_id = submit(
+        slurm_cluster, tmp_path, environ, "--mode", "srun", "--gpus", "1", "--name", "stale",
+        "--no-check", str(WORKERS / "task_probe.py"),
+    )  # fmt: skip
+    output = finished(slurm_cluster, folder, job_id)
+    assert "requeue" not in output
+    assert [event.event for event in read_job_events(folder)] == ["submitted"]
+    assert stale.is_file()  # left for the training to read and clear when it resumes
+
+
 def test_a_run_continues_under_its_name_but_not_twice_at_once(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
