@@ -248,3 +248,13 @@ def test_example_scripts_are_as_documented(name: str, request_fields: dict[str, 
     if os.environ.get("SCALETRAIN_WRITE_FIXTURES"):
         golden.write_text(script)
     assert script == golden.read_text()
+
+
+@pytest.mark.parametrize("name", ["lumi-torchrun-2-nodes", "puhti-srun-2-nodes"])
+def test_the_documented_excerpts_are_from_the_example_scripts(name: str) -> None:
+    docs = (REPO / "docs" / "slurm-jobs.md").read_text()
+    after = docs[docs.index(f"`tests/fixtures/jobs/{name}.sbatch`") :]
+    excerpt = after[after.index("```bash\n") + 8 : after.index("\n```")].splitlines()
+    lines = iter((GOLDEN / f"{name}.sbatch").read_text().splitlines())
+    # Each line of the excerpt is in the script, in the same order ("..." marks a cut).
+    assert all(line in lines for line in excerpt if line != "..."), name
