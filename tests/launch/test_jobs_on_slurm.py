@@ -463,3 +463,55 @@ def test_sbatch_refusing_the_job_shows_its_message(
     assert "Invalid partition name specified" in result.stderr
     assert "HINT:" in result.stderr
     assert not (tmp_path / "runs" / "no" / "jobs.jsonl").exists()
+
+
+def final_weights(folder: RunFolder) -> dict[str, Any]:
+    """The model's weights in the run's newest checkpoint (DCP, read without a process group)."""
+    import torch
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    latest = folder.checkpoints / (folder.checkpoints / "LATEST").read_text().strip()
+    converted = folder.root / "final.pt"
+    dcp_to_torch_save(latest, converted)
+    state = torch.load(converted, weights_only=False)
+    return {name: value for name, value in state["model"].items()}
+
+
+@pytest.mark.multiprocess
+def test_mnist_stopped_before_its_time_limit_requeues_resumes_and_matches(
+    slurm_cluster: SlurmCluster, tmp_path: Path, mnist_data: Path
+) -> None:
+    """Fault test 3: USR1 mid-run -> checkpoint, requeue, resume; the same weights as a run
+    that was never interrupted. Needs the checkpoint runtime (st.Checkpointer in the example)."""
+    pytest.importorskip("scaletrain.checkpoint", reason="no checkpoint runtime in this tree yet")
+    import torch
+
+    environ = job_environ(slurm_cluster, tmp_path)
+    shape = ["--mode", "srun", "--nodes", "2", "--gpus-per-node", "1", "--no-check"]
+    example = [str(EXAMPLE), "--data-dir", str(mnist_data), "--epochs", "16"]
+    straight, straight_job = submit(slurm_cluster, tmp_path, environ, *shape, "--name",
+                                    "straight", *example)  # fmt: skip
+    stopped, stopped_job = submit(slurm_cluster, tmp_path, environ, *shape, "--name", "stopped",
+                                  *example)  # fmt: skip
+    history = stopped.metrics / "train.jsonl"
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while not (history.is_file() and len(history.read_text().splitlines()) >= 3):
+        assert time.monotonic() < deadline, slurm_cluster.logs()
+        time.sleep(0.2)
+    # What Slurm sends before the time limit (--signal=B:USR1@...), delivered now.
+    slurm.cancel(stopped_job, environ=environ, signal="USR1", batch_only=True)
+    output = finished(slurm_cluster, stopped, stopped_job)
+    finished(slurm_cluster, straight, straight_job)
+
+    events = read_job_events(stopped)
+    assert [(event.event, event.job_id) for event in events] == [
+        ("submitted", stopped_job), ("requeued", stopped_job),
+    ], output  # fmt: skip
+    resumes = [json.loads(line) for line in (stopped.root / "resumes.jsonl").open()]
+    assert len(resumes) == 1, output
+    assert resumes[0]["after_stop"] == "stop-requested"
+    assert str(resumes[0]["slurm_restart_count"]) == "1"  # the requeued run saw it
+    assert "USR1 received" in output and "requeueing job" in output
+    expected, resumed = final_weights(straight), final_weights(stopped)
+    assert expected.keys() == resumed.keys()
+    assert all(torch.equal(expected[name], resumed[name]) for name in expected)
