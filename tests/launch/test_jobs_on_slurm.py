@@ -1,20 +1,16 @@
 """Generated jobs on the real 2-node test Slurm: `scaletrain submit` for every launch mode whose
 tool installs here, each rank checked, output in the run folder; quoting and per-task values
-for real; the job script's side of the graceful stop and requeue."""
+for real. Stop, requeue and continuing a run: test_requeue_on_slurm.py."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from scaletrain.launch import slurm
 from scaletrain.launch.jobs import read_job_events
 from scaletrain.launch.render import JobOptions, render_job_script
 from scaletrain.launch.submission import submit_job
@@ -22,62 +18,16 @@ from scaletrain.run_folder import RunFolder
 from tests.conftest import REPO, WORKERS, scaletrain
 from tests.support.job_scripts import plan_for
 from tests.support.slurm_cluster import SlurmCluster
+from tests.support.slurm_jobs import (
+    EXAMPLE,
+    finished,
+    job_environ,
+    reports,
+    submit,
+    submit_options,
+)
 
 pytestmark = pytest.mark.slurm
-
-EXAMPLE = REPO / "examples" / "mnist" / "train.py"
-# A job has started, run and ended within this; a requeued one waits ~12 s more to restart.
-JOB_TIMEOUT_S = 180
-
-
-def job_environ(cluster: SlurmCluster, tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A login node's environment: Slurm's commands, and this venv's python3/torchrun/...
-    first on PATH (sbatch passes it on to the job, as an activated venv would be)."""
-    environ = cluster.environ(XDG_CONFIG_HOME=str(tmp_path / "config"), COLUMNS="200", **extra)
-    environ["PATH"] = f"{cluster.bin}:{Path(sys.executable).parent}:{environ['PATH']}"
-    return environ
-
-
-def submit(
-    cluster: SlurmCluster,
-    cwd: Path,
-    environ: dict[str, str],
-    *arguments: str,
-) -> tuple[RunFolder, str]:
-    """`scaletrain submit -c local <arguments>` from `cwd`; the run folder and the job id."""
-    result = scaletrain(
-        "submit", "--cluster", "local", "--time", "10:00", *arguments, cwd=cwd, environ=environ
-    )
-    assert result.returncode == 0, result.stderr
-    name = arguments[arguments.index("--name") + 1]
-    return RunFolder(cwd / "runs" / name), result.stdout.strip()
-
-
-def finished(cluster: SlurmCluster, folder: RunFolder, job_id: str) -> str:
-    """Wait for the job; its output, from the run folder's logs/ (named %x-%j.out)."""
-    state = cluster.wait_for_job(job_id, timeout=JOB_TIMEOUT_S)
-    output = folder.logs / f"{folder.name}-{job_id}.out"
-    assert output.is_file(), f"{state}: no {output}\n{cluster.logs()}"
-    text = output.read_text()
-    assert state == "COMPLETED", f"{state}\n{text}"
-    return text
-
-
-def reports(folder: Path, pattern: str) -> list[dict[str, Any]]:
-    """JSON reports written by the ranks or tasks, by rank."""
-    found = [json.loads(path.read_text()) for path in folder.glob(pattern)]
-    return sorted(found, key=lambda report: report.get("rank", 0))
-
-
-@pytest.fixture(scope="module")
-def mnist_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The small MNIST stand-in, written once (as `--create-small-data` would on rank 0)."""
-    sys.path.insert(0, str(EXAMPLE.parent))
-    from make_small_mnist import write_small_mnist
-
-    root = tmp_path_factory.mktemp("mnist")
-    write_small_mnist(root)
-    return root
 
 
 def check_mnist_trained(folder: RunFolder, output: str, launcher: str, hosts: list[str]) -> None:
@@ -111,19 +61,9 @@ def test_mnist_example_trains_on_every_rank(
     launcher: str,
 ) -> None:
     environ = job_environ(slurm_cluster, tmp_path)
-    name = f"mnist-{mode}-{nodes}"
-    arguments = ["--mode", mode, "--nodes", str(nodes), "--gpus-per-node", "2", "--name", name]
-    folder, job_id = submit(
-        slurm_cluster,
-        tmp_path,
-        environ,
-        *arguments,
-        str(EXAMPLE),
-        "--data-dir",
-        str(mnist_data),
-        "--epochs",
-        "1",
-    )
+    options = submit_options(f"mnist-{mode}-{nodes}", mode, nodes, 2)
+    command = (str(EXAMPLE), "--data-dir", str(mnist_data), "--epochs", "1")
+    folder, job_id = submit(slurm_cluster, tmp_path, environ, options, *command)
     output = finished(slurm_cluster, folder, job_id)
     hosts = sorted(["n1", "n2"][:nodes] * 2)
     check_mnist_trained(folder, output, launcher, hosts)
@@ -139,21 +79,9 @@ def test_accelerate_machine_rank_is_each_nodes_own(
 ) -> None:
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
     arguments = ("--run", "x", "$(touch pwned)", "two words")
-    folder, job_id = submit(
-        slurm_cluster,
-        tmp_path,
-        environ,
-        "--mode",
-        "accelerate",
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "2",
-        "--name",
-        "acc",
-        str(WORKERS / "accelerate_ranks.py"),
-        *arguments,
-    )
+    options = submit_options("acc", "accelerate", 2, 2)
+    command = (str(WORKERS / "accelerate_ranks.py"), *arguments)
+    folder, job_id = submit(slurm_cluster, tmp_path, environ, options, *command)
     output = finished(slurm_cluster, folder, job_id)
     ranks = reports(tmp_path, "rank-*.json")
     assert [rank["rank"] for rank in ranks] == [0, 1, 2, 3], output
@@ -175,25 +103,10 @@ def test_lightning_finds_every_rank_through_slurm(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    folder, job_id = submit(
-        slurm_cluster,
-        tmp_path,
-        environ,
-        "--mode",
-        "lightning",
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "2",
-        "--name",
-        "lit",
-        "--no-check",
-        str(WORKERS / "lightning_ranks.py"),
-        "--devices",
-        "2",
-        "--nodes",
-        "2",
-    )
+    options = submit_options("lit", "lightning", 2, 2, "--no-check")
+    # As in CSC's example: the script gets GPUs per node and nodes, and gives them to Trainer.
+    command = (str(WORKERS / "lightning_ranks.py"), "--devices", "2", "--nodes", "2")
+    folder, job_id = submit(slurm_cluster, tmp_path, environ, options, *command)
     output = finished(slurm_cluster, folder, job_id)
     ranks = reports(tmp_path, "rank-*.json")
     assert [(r["rank"], r["local_rank"], r["node_rank"], r["host"]) for r in ranks] == [
@@ -219,24 +132,14 @@ def test_deepspeed_one_task_per_gpu_from_slurm_variables(
         )
     )
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    folder, job_id = submit(
-        slurm_cluster,
-        tmp_path,
-        environ,
-        "--mode",
-        "deepspeed",
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "2",
-        "--name",
-        "ds",
-        "--no-check",
+    options = submit_options("ds", "deepspeed", 2, 2, "--no-check")
+    command = (
         str(WORKERS / "deepspeed_ranks.py"),
         "--deepspeed",
         "--deepspeed_config",
         str(config),
     )
+    folder, job_id = submit(slurm_cluster, tmp_path, environ, options, *command)
     output = finished(slurm_cluster, folder, job_id)
     ranks = reports(tmp_path, "rank-*.json")
     assert [(r["rank"], r["local_rank"], r["host"]) for r in ranks] == [
@@ -267,22 +170,8 @@ def test_hostile_paths_and_arguments_arrive_as_given(
         "-- x",
     ]
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    folder, job_id = submit(
-        slurm_cluster,
-        project,
-        environ,
-        "--mode",
-        "srun",
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "1",
-        "--name",
-        "quoted",
-        "--no-check",
-        script.name,
-        *arguments,
-    )
+    options = submit_options("quoted", "srun", 2, 1, "--no-check")
+    folder, job_id = submit(slurm_cluster, project, environ, options, script.name, *arguments)
     finished(slurm_cluster, folder, job_id)
     tasks = reports(tmp_path, "task-*.json")
     assert len(tasks) == 2
@@ -333,106 +222,6 @@ def test_per_task_values_are_evaluated_in_each_task(
             Path(f"/tmp/{user}-miopen-cache-{node}").rmdir()
 
 
-def test_graceful_stop_requeues_and_the_rerun_continues(
-    slurm_cluster: SlurmCluster, tmp_path: Path
-) -> None:
-    """The job script's side of the graceful-stop handshake, with a worker doing the training
-    side: USR1 -> stop-requested -> stopped.json -> requeue -> the rerun with restart count 1."""
-    environ = job_environ(slurm_cluster, tmp_path)
-    folder, job_id = submit(
-        slurm_cluster,
-        tmp_path,
-        environ,
-        "--mode",
-        "srun",
-        "--nodes",
-        "1",
-        "--gpus-per-node",
-        "1",
-        "--name",
-        "stopper",
-        "--no-check",
-        str(WORKERS / "graceful_stop.py"),
-    )
-    started = folder.root / "training-started"
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while not started.exists():
-        assert time.monotonic() < deadline, slurm_cluster.logs()
-        time.sleep(0.2)
-    # What Slurm sends before the time limit (--signal=B:USR1@...), delivered now.
-    slurm.cancel(job_id, environ=environ, signal="USR1", batch_only=True)
-    output = finished(slurm_cluster, folder, job_id)
-    assert (folder.root / "runs.txt").read_text().splitlines() == [
-        "first run: stopped after a stop request: True",
-        "restart 1: resumed and finished",
-    ]
-    events = read_job_events(folder)
-    assert [(event.event, event.job_id) for event in events] == [
-        ("submitted", job_id), ("requeued", job_id),
-    ]  # fmt: skip
-    assert events[1].details == {"restart_count": 1}
-    # One log for both runs (--open-mode=append): the first run's lines were kept.
-    assert "USR1 received: asking training to checkpoint and stop" in output
-    assert "requeueing job" in output and "stopped at step 7" in output
-    status = json.loads(
-        scaletrain("status", "--json", "stopper", cwd=tmp_path, environ=environ).stdout
-    )
-    assert (status["state"], status["restarts"]) == ("COMPLETED", 1)
-
-
-def test_a_stop_marker_of_an_earlier_job_does_not_requeue(
-    slurm_cluster: SlurmCluster, tmp_path: Path
-) -> None:
-    # As a crash before the training could clear it would leave it.
-    stale = tmp_path / "runs" / "stale" / "stopped.json"
-    stale.parent.mkdir(parents=True)
-    stale.write_text(json.dumps({"step": 3, "reason": "stop: SIGTERM"}))
-    environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    folder, job_id = submit(
-        slurm_cluster, tmp_path, environ, "--mode", "srun", "--gpus", "1", "--name", "stale",
-        "--no-check", str(WORKERS / "task_probe.py"),
-    )  # fmt: skip
-    output = finished(slurm_cluster, folder, job_id)
-    assert "requeue" not in output
-    assert [event.event for event in read_job_events(folder)] == ["submitted"]
-    assert stale.is_file()  # left for the training to read and clear when it resumes
-
-
-def test_a_run_continues_under_its_name_but_not_twice_at_once(
-    slurm_cluster: SlurmCluster, tmp_path: Path
-) -> None:
-    release = tmp_path / "release"
-    environ = job_environ(
-        slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path), PROBE_WAIT_FOR=str(release)
-    )
-    arguments = [
-        "--mode",
-        "srun",
-        "--gpus",
-        "1",
-        "--name",
-        "again",
-        "--no-check",
-        str(WORKERS / "task_probe.py"),
-    ]
-    folder, first = submit(slurm_cluster, tmp_path, environ, *arguments)
-    busy = scaletrain(
-        "submit", "-c", "local", "-t", "10:00", *arguments, cwd=tmp_path, environ=environ
-    )
-    assert busy.returncode == 2
-    assert f"Run 'again' still has job {first}" in busy.stderr
-    assert "scaletrain cancel again" in busy.stderr
-    release.touch()
-    finished(slurm_cluster, folder, first)
-    _, second = submit(slurm_cluster, tmp_path, environ, *arguments)
-    finished(slurm_cluster, folder, second)
-    submitted = [event.job_id for event in read_job_events(folder) if event.event == "submitted"]
-    assert submitted == [first, second]
-    assert sorted(path.name for path in folder.logs.iterdir()) == sorted(
-        [f"again-{first}.out", f"again-{second}.out"]
-    )
-
-
 def test_sbatch_refusing_the_job_shows_its_message(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
@@ -444,74 +233,11 @@ def test_sbatch_refusing_the_job_shows_its_message(
         local.replace("partitions.debug", "partitions.gpu")
     )
     environ = job_environ(slurm_cluster, tmp_path)
-    result = scaletrain(
-        "submit",
-        "-c",
-        "elsewhere",
-        "-t",
-        "10:00",
-        "--gpus",
-        "1",
-        "--name",
-        "no",
-        str(WORKERS / "task_probe.py"),
-        cwd=tmp_path,
-        environ=environ,
-    )
+    options = submit_options("no", "srun", 1, 1, cluster="elsewhere")
+    probe = str(WORKERS / "task_probe.py")
+    result = scaletrain("submit", *options, probe, cwd=tmp_path, environ=environ)
     assert result.returncode == 2
     assert "`sbatch --parsable" in result.stderr
     assert "Invalid partition name specified" in result.stderr
     assert "HINT:" in result.stderr
     assert not (tmp_path / "runs" / "no" / "jobs.jsonl").exists()
-
-
-def final_weights(folder: RunFolder) -> dict[str, Any]:
-    """The model's weights in the run's newest checkpoint (DCP, read without a process group)."""
-    import torch
-    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
-
-    latest = folder.checkpoints / (folder.checkpoints / "LATEST").read_text().strip()
-    converted = folder.root / "final.pt"
-    dcp_to_torch_save(latest, converted)
-    state = torch.load(converted, weights_only=False)
-    return {name: value for name, value in state["model"].items()}
-
-
-@pytest.mark.multiprocess
-def test_mnist_stopped_before_its_time_limit_requeues_resumes_and_matches(
-    slurm_cluster: SlurmCluster, tmp_path: Path, mnist_data: Path
-) -> None:
-    """Fault test 3: USR1 mid-run -> checkpoint, requeue, resume; the same weights as a run
-    that was never interrupted. Needs the checkpoint runtime (st.Checkpointer in the example)."""
-    pytest.importorskip("scaletrain.checkpoint", reason="no checkpoint runtime in this tree yet")
-    import torch
-
-    environ = job_environ(slurm_cluster, tmp_path)
-    shape = ["--mode", "srun", "--nodes", "2", "--gpus-per-node", "1", "--no-check"]
-    example = [str(EXAMPLE), "--data-dir", str(mnist_data), "--epochs", "16"]
-    straight, straight_job = submit(slurm_cluster, tmp_path, environ, *shape, "--name",
-                                    "straight", *example)  # fmt: skip
-    stopped, stopped_job = submit(slurm_cluster, tmp_path, environ, *shape, "--name", "stopped",
-                                  *example)  # fmt: skip
-    history = stopped.metrics / "train.jsonl"
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while not (history.is_file() and len(history.read_text().splitlines()) >= 3):
-        assert time.monotonic() < deadline, slurm_cluster.logs()
-        time.sleep(0.2)
-    # What Slurm sends before the time limit (--signal=B:USR1@...), delivered now.
-    slurm.cancel(stopped_job, environ=environ, signal="USR1", batch_only=True)
-    output = finished(slurm_cluster, stopped, stopped_job)
-    finished(slurm_cluster, straight, straight_job)
-
-    events = read_job_events(stopped)
-    assert [(event.event, event.job_id) for event in events] == [
-        ("submitted", stopped_job), ("requeued", stopped_job),
-    ], output  # fmt: skip
-    resumes = [json.loads(line) for line in (stopped.root / "resumes.jsonl").open()]
-    assert len(resumes) == 1, output
-    assert resumes[0]["after_stop"] == "stop-requested"
-    assert str(resumes[0]["slurm_restart_count"]) == "1"  # the requeued run saw it
-    assert "USR1 received" in output and "requeueing job" in output
-    expected, resumed = final_weights(straight), final_weights(stopped)
-    assert expected.keys() == resumed.keys()
-    assert all(torch.equal(expected[name], resumed[name]) for name in expected)
