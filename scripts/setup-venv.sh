@@ -31,10 +31,15 @@ if [[ ! -x $venv/bin/python ]]; then
     fi
 fi
 
-if [[ ! -f $stamp || pyproject.toml -nt $stamp || requirements/dev.txt -nt $stamp ]]; then
-    echo "installing scaletrain and its development tools into $venv (first time: ~1 minute)" >&2
+if [[ ! -f $stamp || pyproject.toml -nt $stamp || requirements/dev.txt -nt $stamp ||
+    requirements/deepspeed.txt -nt $stamp ]]; then
+    echo "installing scaletrain and its development tools into $venv (first time: ~2 minutes)" >&2
     "$venv/bin/python" -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
     "$venv/bin/python" -m pip install --quiet -r requirements/dev.txt -e . 2>&1 | grep -v "is ignored" || true
-    "$venv/bin/python" -c 'import scaletrain, torch' # fail here, not later, if the install did
+    "$venv/bin/python" -m pip install --quiet --no-build-isolation -r requirements/deepspeed.txt 2>&1 |
+        grep -v "is ignored" || true
+    # Fail here, not later, if the install did.
+    "$venv/bin/python" -c 'import scaletrain, torch, accelerate, lightning, importlib.util as u
+assert u.find_spec("deepspeed"), "deepspeed is not installed"'
     touch "$stamp"
 fi

@@ -17,6 +17,7 @@ from scaletrain.cli.logs import logs
 from scaletrain.cli.plan import plan
 from scaletrain.cli.run import run
 from scaletrain.cli.status import status
+from scaletrain.cli.submit import submit
 from scaletrain.errors import ScaletrainError
 
 app = typer.Typer(
@@ -71,6 +72,7 @@ SCRIPT_COMMAND = {
 
 app.command(context_settings=SCRIPT_COMMAND)(run)
 app.command(context_settings=SCRIPT_COMMAND)(plan)
+app.command(context_settings=SCRIPT_COMMAND)(submit)
 app.add_typer(clusters_app, name="clusters")
 app.command()(status)
 app.command()(logs)

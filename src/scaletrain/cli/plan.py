@@ -10,55 +10,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from scaletrain.cli import console
+from scaletrain.cli.request_options import request_options
 from scaletrain.clusters import load_profile
 from scaletrain.clusters.slurm_time import describe_duration
-from scaletrain.launch.modes import DEFAULT_MODE, launch_modes
 from scaletrain.planning import Plan, Request, plan_job
 
 
+@request_options
 def plan(
     ctx: typer.Context,
-    script: str = typer.Argument(..., help="Your training script; arguments after it go to it."),
-    cluster: str = typer.Option(
-        ..., "--cluster", "-c", envvar="SCALETRAIN_CLUSTER", help="Cluster profile, e.g. lumi."
-    ),
-    time: str = typer.Option(..., "--time", "-t", help="Wall time: 2:00:00, 1-12:00:00, 30."),
-    gpus: int | None = typer.Option(None, "--gpus", "-g", help="GPUs in total (whole nodes)."),
-    nodes: int | None = typer.Option(None, "--nodes", "-N", help="Nodes (with --gpus-per-node)."),
-    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="GPUs on each node."),
-    partition: str | None = typer.Option(
-        None, "--partition", "-p", help="Partition; chosen for you when left out."
-    ),
-    mode: str = typer.Option(
-        DEFAULT_MODE,
-        "--mode",
-        "-m",
-        envvar="SCALETRAIN_MODE",
-        help=f"How processes start: {', '.join(launch_modes())}.",
-    ),
-    cpus_per_gpu: int | None = typer.Option(
-        None, "--cpus-per-gpu", help="Cores per GPU (default: the cluster's fair share)."
-    ),
-    memory_per_gpu: int | None = typer.Option(
-        None, "--memory-per-gpu", help="Memory per GPU in GB (default: the cluster's)."
-    ),
-    global_batch_size: int | None = typer.Option(
-        None, "--global-batch-size", help="Samples per step over all GPUs; must split evenly."
-    ),
-    accumulation_steps: int = typer.Option(
-        1, "--accumulation-steps", help="Gradient accumulation steps per optimizer step."
-    ),
-    account: str | None = typer.Option(
-        None,
-        "--account",
-        "-A",
-        envvar=["SCALETRAIN_ACCOUNT", "SBATCH_ACCOUNT"],
-        help="Project to bill, e.g. project_465000000.",
-    ),
-    job_name: str | None = typer.Option(None, "--job-name", help="Slurm job name."),
-    container: str | None = typer.Option(
-        None, "--container", help="Container image to run in (e.g. a .sif file)."
-    ),
+    request: Request,
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
 ) -> None:
     """Plan a Slurm job for SCRIPT: partition, nodes, tasks, cores, memory, cost.
@@ -67,25 +28,7 @@ def plan(
 
     Example: [bold]scaletrain plan --cluster lumi --gpus 16 --time 2:00:00 train.py[/bold]
     """
-    request = Request(
-        cluster=cluster,
-        script=script,
-        script_args=tuple(ctx.args),
-        time=time,
-        gpus=gpus,
-        nodes=nodes,
-        gpus_per_node=gpus_per_node,
-        partition=partition,
-        mode=mode,
-        cpus_per_gpu=cpus_per_gpu,
-        memory_gb_per_gpu=memory_per_gpu,
-        global_batch_size=global_batch_size,
-        accumulation_steps=accumulation_steps,
-        account=account,
-        job_name=job_name,
-        container_image=container,
-    )
-    decided = plan_job(request, load_profile(cluster, dict(os.environ)))
+    decided = plan_job(request, load_profile(request.cluster, dict(os.environ)))
     if as_json:
         print(json.dumps(decided.to_dict(), indent=2, ensure_ascii=False))
         return

@@ -59,12 +59,7 @@ def run_command(
     timeout_s: float = COMMAND_TIMEOUT_S,
 ) -> str:
     """Run one Slurm command and return its stdout; every call in scaletrain comes here."""
-    executable = shutil.which(command, path=environ.get("PATH", ""))
-    if executable is None:
-        raise ScaletrainError(
-            f"Slurm's {command} was not found on this machine (PATH has no {command}).",
-            "run this on a login node of your cluster (or `module load slurm` first).",
-        )
+    executable = find_command(command, environ=environ)
     try:
         result = subprocess.run(
             [executable, *args],
@@ -83,6 +78,17 @@ def run_command(
     if result.returncode != 0:
         raise SlurmCommandError([command, *args], result.returncode, result.stderr)
     return result.stdout
+
+
+def find_command(command: str, *, environ: Mapping[str, str]) -> str:
+    """The path of a Slurm command, or an error saying that Slurm is not here."""
+    executable = shutil.which(command, path=environ.get("PATH", ""))
+    if executable is None:
+        raise ScaletrainError(
+            f"Slurm's {command} was not found on this machine (PATH has no {command}).",
+            "run this on a login node of your cluster (or `module load slurm` first).",
+        )
+    return executable
 
 
 def submit(

@@ -20,13 +20,14 @@ from scaletrain.runtime.layout import (
 NAMES = VariableNames(rank="SLURM_PROCID", world_size="SLURM_NTASKS", local_rank="SLURM_LOCALID")
 
 # Ports below Linux's ephemeral range (32768+) so that a derived port is rarely taken.
-_JOB_PORT_BASE = 20000
-_JOB_PORT_SPAN = 10000
+# Generated job scripts compute the same port in shell from these two numbers.
+JOB_PORT_BASE = 20000
+JOB_PORT_SPAN = 10000
 
 
 def port_for_job(job_id: int) -> int:
     """A rendezvous port derived from the job id, so two jobs sharing a node do not collide."""
-    return _JOB_PORT_BASE + job_id % _JOB_PORT_SPAN
+    return JOB_PORT_BASE + job_id % JOB_PORT_SPAN
 
 
 def nodelist(environ: Mapping[str, str]) -> list[str]:

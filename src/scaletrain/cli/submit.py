@@ -1,0 +1,96 @@
+"""`scaletrain submit`: plan, write the job script into the run folder, and sbatch it."""
+
+from __future__ import annotations
+
+import shlex
+from datetime import datetime
+from pathlib import Path
+
+import typer
+
+from scaletrain.cli import console
+from scaletrain.cli.common import RUNS_DIR_OPTION, process_environ
+from scaletrain.cli.request_options import request_options
+from scaletrain.clusters import load_profile
+from scaletrain.launch.render import JobOptions, render_job_script
+from scaletrain.launch.shell_text import check_job_name
+from scaletrain.launch.submission import check_continuation, check_script, submit_job
+from scaletrain.planning import Request, plan_job
+from scaletrain.run_folder import RunFolder, default_run_name
+
+
+@request_options
+def submit(
+    ctx: typer.Context,
+    request: Request,
+    name: str | None = typer.Option(
+        None,
+        "--name",
+        envvar="SCALETRAIN_RUN_NAME",
+        help="Run name (folder under --runs-dir); the same name continues that run. "
+        "Default: <script>-<date>-<time>.",
+    ),
+    runs_dir: Path = RUNS_DIR_OPTION,
+    no_requeue: bool = typer.Option(
+        False, "--no-requeue", help="Do not requeue after a stop at a checkpoint."
+    ),
+    max_requeues: int = typer.Option(3, "--max-requeues", help="Requeue at most this often."),
+    stop_margin: int | None = typer.Option(
+        None,
+        "--stop-margin",
+        help="Seconds before the time limit to checkpoint and stop. Default: 300 (a fifth "
+        "of time limits under 25 minutes).",
+    ),
+    max_restarts: int = typer.Option(
+        3,
+        "--max-restarts",
+        help="torchrun/accelerate: restart all processes up to this often if one fails.",
+    ),
+    no_check: bool = typer.Option(
+        False, "--no-check", help="Skip the preflight check that runs before training."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the job script on stdout; write and submit nothing."
+    ),
+) -> None:
+    """Submit SCRIPT as a Slurm job: plan it, write runs/<name>/job.sbatch, sbatch it.
+
+    The job checks every rank first, trains, and before the time limit saves a checkpoint
+    and requeues itself. Follow it with [bold]scaletrain logs -f NAME[/bold].
+
+    Example: [bold]scaletrain submit -c lumi --gpus 16 -t 2:00:00 --name mnist train.py[/bold]
+    """
+    environ = process_environ()
+    run_name = name or default_run_name(Path(request.script), datetime.now())
+    check_job_name(run_name, "run name")
+    folder = RunFolder(runs_dir / run_name)
+    workdir = Path.cwd()
+    check_script(request.script, workdir)
+    decided = plan_job(request, load_profile(request.cluster, environ))
+    options = JobOptions(
+        workdir=workdir,
+        requeue=not no_requeue,
+        max_requeues=max_requeues,
+        stop_margin_s=stop_margin,
+        max_restarts=max_restarts,
+        preflight=not no_check,
+    )
+    job_script = render_job_script(decided, folder, options)
+    for warning in decided.warnings:
+        console.warning(warning)
+    if dry_run:
+        print(job_script, end="")
+        return
+    check_continuation(folder, decided, environ)
+    job_id = submit_job(decided, folder, job_script, environ)
+    print(job_id)
+    _show_submitted(folder, job_id, runs_dir)
+
+
+def _show_submitted(folder: RunFolder, job_id: str, runs_dir: Path) -> None:
+    console.success(f"submitted job {job_id} for run {folder.name}")
+    console.info(f"  folder   {folder.root}/ (plan.toml, job.sbatch, logs/)")
+    # The next commands as the user can type them (they find the run under the same folder).
+    where = "" if runs_dir == Path("runs") else f" --runs-dir {shlex.quote(str(runs_dir))}"
+    for what, command in (("follow", "logs -f"), ("status", "status"), ("cancel", "cancel")):
+        console.info(f"  {what:<8} scaletrain {command} {folder.name}{where}")

@@ -1,0 +1,192 @@
+"""A Plan becomes an sbatch script: templates/<mode>.sbatch.j2 inside templates/job.sbatch.j2.
+
+The skeleton (job.sbatch.j2) writes what every job has: #SBATCH lines, software (modules or a
+container), exported variables, the preflight check, training in the background with the
+graceful-stop trap, and the requeue. The launch mode's template writes its launch line.
+Every value is shell-quoted as it is written (see shell_text.py); only template code is not.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+
+import jinja2
+
+from scaletrain import __version__
+from scaletrain.diagnose.inputs import EXPECTED_CPU_MASKS, EXPECTED_GPUS_PER_NODE
+from scaletrain.errors import ScaletrainError
+from scaletrain.launch.modes import launch_mode
+from scaletrain.launch.shell_text import (
+    check_job_name,
+    finalize,
+    one_line,
+    sbatch_option,
+    shell_code,
+    shell_quote,
+    shell_words,
+)
+from scaletrain.planning import Plan
+from scaletrain.run_folder import RUN_DIR_VARIABLE, RunFolder
+from scaletrain.runtime.launchers.slurm import JOB_PORT_BASE, JOB_PORT_SPAN
+from scaletrain.toml_text import parse_toml
+
+# The in-job preflight check (scaletrain.diagnose); run on every rank before training.
+PREFLIGHT_MODULE = "scaletrain.diagnose.preflight"
+# Time to save a checkpoint before the time limit; Slurm may signal up to a minute early.
+_DEFAULT_STOP_MARGIN_S = 300
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobOptions:
+    """Choices about a job beyond its resources (the Plan)."""
+
+    workdir: Path
+    """Where the job runs your command: the folder `scaletrain submit` ran in."""
+    requeue: bool = True
+    """Requeue the job after a graceful stop (time limit near, preemption)."""
+    max_requeues: int = 3
+    """Requeue only while SLURM_RESTART_COUNT is below this."""
+    stop_margin_s: int | None = None
+    """Seconds before the time limit at which Slurm asks the job to stop (USR1); None:
+    5 minutes, or a fifth of the time limit for jobs shorter than 25 minutes."""
+    max_restarts: int = 3
+    """torchrun/accelerate restart all processes of a node group this often after a crash."""
+    preflight: bool = True
+    """Run the preflight check on every rank before training."""
+
+    def __post_init__(self) -> None:
+        for option, value in (
+            ("--max-requeues", self.max_requeues),
+            ("--stop-margin", self.stop_margin_s or 0),
+            ("--max-restarts", self.max_restarts),
+        ):
+            if value < 0:
+                raise ScaletrainError(f"{option} {value} is negative.", f"give {option} 0 or more.")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Target:
+    """What the launcher starts in each process: a script and its arguments, or a module."""
+
+    script: str | None = None
+    args: tuple[str, ...] = ()
+    module: str | None = None
+
+
+def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) -> str:
+    """The job script for `plan`, writing into `run_folder`; submit it from that folder."""
+    mode = launch_mode(plan.mode)  # an edited plan.toml may name a mode that does not exist
+    job_name = check_job_name(plan.job_name or run_folder.name)
+    run_dir, workdir = run_folder.root.absolute(), options.workdir.absolute()
+    binds = [workdir] + ([] if run_dir.is_relative_to(workdir) else [run_dir])
+    if plan.container_image:
+        _check_container(plan, binds)
+    context = {
+        "plan": plan,
+        "options": options,
+        "stop_margin_s": stop_margin(plan, options),
+        "version": __version__,
+        "job_name": job_name,
+        "per_gpu": mode.tasks_per_node == "per-gpu",
+        "run_dir": str(run_dir),
+        "workdir": str(workdir),
+        # What a container must see: your folder, and the run folder if it lies elsewhere.
+        "binds": [str(folder) for folder in binds],
+        "run_files": {
+            "logs": run_folder.logs.name,
+            "stop_request": run_folder.stop_request.name,
+            "stopped_marker": run_folder.stopped_marker.name,
+            "jobs_log": run_folder.jobs_log.name,
+        },
+        "run_dir_variable": RUN_DIR_VARIABLE,
+        "container_words": shlex.split(plan.container_command or ""),
+        "environment": _environment(plan, mode.name),
+        "port": {"base": JOB_PORT_BASE, "span": JOB_PORT_SPAN},
+        "preflight_environment": _preflight_environment(plan, mode.tasks_per_node),
+        "preflight_target": Target(module=PREFLIGHT_MODULE),
+        "training_target": Target(script=plan.script, args=plan.script_args),
+        "why": variable_reasons(),
+    }
+    return _templates().get_template("job.sbatch.j2").render(context)
+
+
+def stop_margin(plan: Plan, options: JobOptions) -> int:
+    """Seconds before the time limit to stop at: as asked, else 5 min (a fifth of short jobs)."""
+    if options.stop_margin_s is None:
+        return min(_DEFAULT_STOP_MARGIN_S, plan.time_seconds // 5)
+    if options.stop_margin_s >= plan.time_seconds:
+        raise ScaletrainError(
+            f"--stop-margin {options.stop_margin_s} s is not shorter than the time limit "
+            f"{plan.time} ({plan.time_seconds} s): the job would be asked to stop at once.",
+            "give a margin that leaves time to train, or leave it out (5 minutes, or a fifth of "
+            "a short time limit).",
+        )
+    return options.stop_margin_s
+
+
+def _check_container(plan: Plan, binds: list[Path]) -> None:
+    """A container needs the profile's command to run it, and folders it can bind."""
+    if not plan.container_command:
+        raise ScaletrainError(
+            f"The cluster profile {plan.cluster!r} names no command to run a container image "
+            "(software.container_command).",
+            "leave out --container and use the profile's modules, or add e.g. "
+            'container_command = "apptainer exec" to the profile\'s [software] table.',
+        )
+    for folder in binds:
+        if "," in str(folder) or ":" in str(folder):
+            raise ScaletrainError(
+                f"The folder {str(folder)!r} cannot be bound into a container: singularity "
+                "reads ',' and ':' in it as separators.",
+                "work in a folder whose path has no ',' or ':', or put --runs-dir there.",
+            )
+
+
+def _environment(plan: Plan, mode: str) -> list[tuple[str, str]]:
+    """Variables exported with their values: the plan's, then the mode's own."""
+    exported = dict(plan.environment)
+    if mode == "accelerate" and plan.accelerator == "cpu":
+        exported["ACCELERATE_USE_CPU"] = "true"
+    return list(exported.items())
+
+
+def _preflight_environment(plan: Plan, tasks_per_node: str) -> list[tuple[str, str]]:
+    """What the preflight check must expect, in the variables it reads."""
+    gpus = 0 if plan.accelerator == "cpu" else plan.gpus_per_node
+    exported = [(EXPECTED_GPUS_PER_NODE.variable, str(gpus))]
+    # Masks are only bound where srun starts one task per GPU (see common.j2).
+    if plan.cpu_masks and tasks_per_node == "per-gpu":
+        exported.append((EXPECTED_CPU_MASKS.variable, ",".join(plan.cpu_masks)))
+    return exported
+
+
+@cache
+def variable_reasons() -> dict[str, str]:
+    """Why each variable a job exports is there (variables.toml), by name."""
+    table = parse_toml((files("scaletrain.launch") / "variables.toml").read_text("utf-8"))
+    return {name: row["why"] for name, row in table.items()}
+
+
+@cache
+def _templates() -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("scaletrain.launch", "templates"),
+        autoescape=False,  # shell, not HTML: finalize quotes values instead
+        finalize=finalize,
+        undefined=jinja2.StrictUndefined,  # a misspelt name fails the render, not the job
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters.update(
+        shell_quote=shell_quote,
+        shell_words=shell_words,
+        shell_code=shell_code,
+        sbatch_option=sbatch_option,
+        one_line=one_line,
+    )
+    return environment

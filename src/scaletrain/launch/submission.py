@@ -1,0 +1,86 @@
+"""Submit a rendered job for a run: check the run folder, save plan and script, call sbatch.
+
+A run name is a run: submitting the same name again continues it (its checkpoints resume),
+as long as the plan is the same and no job of it is still queued or running.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+
+from scaletrain.errors import ScaletrainError
+from scaletrain.launch import slurm
+from scaletrain.launch.jobs import current_job, read_job_events, record_job_event
+from scaletrain.planning import Plan, read_plan, write_plan
+from scaletrain.run_folder import RunFolder
+
+# Plan fields that follow from the others: shown only when nothing else differs.
+_DERIVED = frozenset(
+    {"partition_reason", "sbatch_options", "time_seconds", "billing", "warnings", "cpu_masks"}
+)
+
+
+def check_script(script: str, workdir: Path) -> None:
+    """Stop before queueing a job whose script is not there (the job would fail on start)."""
+    if not (workdir / script).is_file():
+        raise ScaletrainError(
+            f"The training script {script!r} does not exist in {workdir}.",
+            "give its path relative to this folder, e.g. examples/mnist/train.py; the job runs "
+            "in the folder you submit from.",
+        )
+
+
+def plan_changes(saved: Plan, new: Plan) -> list[str]:
+    """What differs, as `field: saved → new`; fields that follow from others only if nothing
+    else differs (a changed profile)."""
+    changed = [
+        field.name
+        for field in dataclasses.fields(Plan)
+        if getattr(saved, field.name) != getattr(new, field.name)
+    ]
+    chosen = [name for name in changed if name not in _DERIVED] or changed
+    return [f"{name}: {getattr(saved, name)} → {getattr(new, name)}" for name in chosen]
+
+
+def check_continuation(folder: RunFolder, plan: Plan, environ: Mapping[str, str]) -> None:
+    """An existing run may be continued only with the same plan and with no job still alive."""
+    if folder.plan.is_file():
+        changed = plan_changes(read_plan(folder.plan), plan)
+        if changed:
+            raise ScaletrainError(
+                f"Run {folder.name!r} exists with a different plan ({'; '.join(changed)}; "
+                f"saved in {folder.plan}).",
+                "give the same options to continue that run, or another --name for a new run.",
+            )
+    job = current_job(read_job_events(folder))
+    if job is not None:
+        info = slurm.job_info(job.job_id, environ=environ)
+        if info is not None and info.is_active:
+            raise ScaletrainError(
+                f"Run {folder.name!r} still has job {job.job_id} ({info.state_with_reason}); "
+                "a second job would write into the same run folder.",
+                f"wait for it (scaletrain logs -f {folder.name}) or cancel it first "
+                f"(scaletrain cancel {folder.name}).",
+            )
+
+
+def submit_job(plan: Plan, folder: RunFolder, job_script: str, environ: Mapping[str, str]) -> str:
+    """Save plan.toml and job.sbatch (exactly as submitted), sbatch it, record it; the job id."""
+    slurm.find_command("sbatch", environ=environ)  # before writing anything
+    folder.create()
+    write_plan(plan, folder.plan)
+    folder.job_script.write_text(job_script, encoding="utf-8")
+    # From the run folder: the script's #SBATCH --output=logs/... is relative to it.
+    job_id = slurm.submit(folder.job_script.absolute(), cwd=folder.root, environ=environ)
+    record_job_event(
+        folder,
+        "submitted",
+        job_id,
+        cluster=plan.cluster,
+        mode=plan.mode,
+        nodes=plan.nodes,
+        gpus=plan.world_size,
+    )
+    return job_id

@@ -1,0 +1,260 @@
+"""Job scripts rendered from plans: what each line does, shellcheck, quoting of hostile values."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+
+from scaletrain import __version__
+from scaletrain.errors import ScaletrainError
+from scaletrain.launch.modes import launch_modes
+from scaletrain.run_folder import RunFolder
+from tests.conftest import REPO
+from tests.support.job_scripts import launch_lines, plan_for, render, shellcheck
+
+MODES = list(launch_modes())
+GOLDEN = REPO / "tests" / "fixtures" / "jobs"
+# The cores nearest GCD 0..7 on LUMI (seed 003), as in the lumi profile.
+LUMI_MASKS = ",".join(
+    [
+        *("0xfe000000000000", "0xfe00000000000000", "0xfe0000", "0xfe000000"),
+        *("0xfe", "0xfe00", "0xfe00000000", "0xfe0000000000"),
+    ]
+)
+
+
+def code_outside_single_quotes(script: str) -> str:
+    """The script as bash reads it, less comments and single-quoted strings: where a value
+    could run as code. Double-quoted text stays (bash expands $(...) inside it)."""
+    kept, quote, index = [], None, 0
+    while index < len(script):
+        character = script[index]
+        if quote == "'":
+            quote = None if character == "'" else quote
+        elif character == "\\":
+            kept.append(script[index : index + 2])
+            index += 1
+        elif character == '"':
+            quote = None if quote == '"' else '"'
+            kept.append(character)
+        elif quote is None and character == "'":
+            quote = "'"
+        elif quote is None and character == "#" and (index == 0 or script[index - 1] in " \n"):
+            index = script.find("\n", index) - 1 if "\n" in script[index:] else len(script)
+        else:
+            kept.append(character)
+        index += 1
+    return "".join(kept)
+
+
+def test_every_launch_mode_has_a_template_of_its_name() -> None:
+    templates = files("scaletrain.launch") / "templates"
+    names = {path.name.removesuffix(".sbatch.j2") for path in templates.iterdir()}
+    # job.sbatch.j2 is the skeleton around them, common.j2 their shared pieces.
+    assert names - {"job", "common.j2"} == set(MODES)
+
+
+@pytest.mark.parametrize("cluster", ["lumi", "puhti", "mahti", "local"])
+def test_every_mode_and_shape_passes_shellcheck(cluster: str, tmp_path: Path) -> None:
+    gpus_per_node = {"lumi": 8, "puhti": 4, "mahti": 4, "local": 4}[cluster]
+    scripts = {}
+    for mode in MODES:
+        for nodes in (1, 2):
+            for container in (None, "/appl/images/pytorch 2.5.sif"):
+                plan = plan_for(
+                    cluster=cluster,
+                    mode=mode,
+                    nodes=nodes,
+                    gpus_per_node=gpus_per_node,
+                    container_image=container,
+                    script_args=("--epochs", "3"),
+                )
+                if container and not plan.container_command:
+                    # The local test cluster has no container runtime; a site could have one.
+                    plan = dataclasses.replace(plan, container_command="apptainer exec")
+                software = "container" if container else "modules"
+                scripts[f"{cluster}-{mode}-{nodes}-{software}"] = render(plan)
+        scripts[f"{cluster}-{mode}-no-requeue"] = render(
+            plan_for(cluster=cluster, mode=mode, gpus=1), requeue=False, preflight=False
+        )
+    assert len(scripts) == 25
+    assert shellcheck(scripts, tmp_path) == ""
+
+
+HOSTILE_ARGUMENTS = (
+    "$(touch pwned1)",
+    "`touch pwned2`",
+    "'; touch pwned3; '",
+    '"; touch pwned4; "',
+    "line\ntouch pwned5",
+    "$HOME/pwned6 && touch pwned7",
+    "\\'pwned8",
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("container", [None, "/images/$(touch pwned9) it's.sif"])
+def test_hostile_values_stay_single_words(mode: str, container: str | None) -> None:
+    plan = plan_for(
+        cluster="lumi",
+        mode=mode,
+        gpus=16,
+        script="my $(touch pwned10) `x`.py",
+        script_args=HOSTILE_ARGUMENTS,
+        container_image=container,
+    )
+    workdir = Path("/home/me/project 'pwned11' $(touch pwned12)")
+    folder = RunFolder(workdir / "runs; touch pwned13" / "mnist")
+    script = render(plan, folder=folder, workdir=workdir)
+    # Every hostile value is inside single quotes: nowhere can bash run it.
+    assert "pwned" not in code_outside_single_quotes(script)
+    # ... and each reaches the command line as exactly one word.
+    assert shlex.join([plan.script, *HOSTILE_ARGUMENTS]) + " &\ntraining=$!" in script
+    assert f"cd {shlex.quote(str(workdir))} || exit 1" in script
+    assert f"run_dir={shlex.quote(str(folder.root))}" in script
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "problem"),
+    [
+        ({"job_name": "x\ntouch pwned"}, "is not usable as a Slurm job name"),
+        ({"job_name": "a b"}, "is not usable as a Slurm job name"),
+        ({"account": "project_1 --wrap=touch"}, "cannot be written as an #SBATCH line"),
+        ({"account": "p\n#SBATCH --x"}, "cannot be written as an #SBATCH line"),
+    ],
+)
+def test_values_sbatch_would_misread_are_errors(
+    request_fields: dict[str, str], problem: str
+) -> None:
+    plan = plan_for(cluster="puhti", gpus=4, **request_fields)
+    with pytest.raises(ScaletrainError) as caught:
+        render(plan)
+    assert problem in caught.value.problem
+
+
+def test_variables_of_each_task_are_evaluated_in_the_task() -> None:
+    for mode in MODES:
+        script = render(plan_for(cluster="lumi", mode=mode, gpus=16))
+        batch_shell_code = code_outside_single_quotes(script)
+        for variable in ("SLURM_NODEID", "SLURM_LOCALID", "SLURM_PROCID"):
+            assert variable not in batch_shell_code, (mode, variable)
+        # The per-task code runs first in every task, then the launcher.
+        assert 'bash -c "$in_task" task' in launch_lines(script)[-1]
+    accelerate = render(plan_for(cluster="puhti", mode="accelerate", gpus=8))
+    assert """exec accelerate launch --machine_rank="$SLURM_NODEID" "$@"'""" in accelerate
+
+
+def test_lumi_cpu_binding_and_gcd_visibility_per_mode() -> None:
+    for mode in MODES:
+        script = render(plan_for(cluster="lumi", mode=mode, gpus=16))
+        training = launch_lines(script)[-1]
+        per_gpu = mode in ("srun", "deepspeed", "lightning")
+        # One task per GPU: each bound to the 7 cores nearest its GCD, in GCD order (003).
+        assert (f"--cpu-bind=mask_cpu:{LUMI_MASKS}" in training) is per_gpu
+        # Only srun mode narrows each task to its own GCD; the others pick cuda:<local rank>.
+        assert ("export ROCR_VISIBLE_DEVICES=$SLURM_LOCALID" in script) is (mode == "srun")
+        assert 'export MIOPEN_USER_DB_PATH="/tmp/$USER-miopen-cache-$SLURM_NODEID"' in script
+        for line in ("NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3", "NCCL_NET_GDR_LEVEL=PHB"):
+            assert f"\nexport {line}\n" in script
+        assert "\nexport OMP_NUM_THREADS=7\n" in script
+    # Part of a node: the cores are Slurm's choice, so no masks are forced on them.
+    partial = render(plan_for(cluster="lumi", mode="srun", gpus=2))
+    assert "--cpu-bind" not in partial and "ROCR_VISIBLE_DEVICES" in partial
+    nvidia = render(plan_for(cluster="puhti", mode="srun", gpus=8))
+    assert "MIOPEN" not in nvidia and "VISIBLE_DEVICES" not in nvidia and "in_task" not in nvidia
+
+
+def test_container_or_modules() -> None:
+    modules = render(plan_for(cluster="lumi", gpus=16))
+    assert "module use /appl/local/csc/modulefiles\nmodule load pytorch\n" in modules
+    assert "CONTAINER" not in modules
+    image = "/project/images/pytorch.sif"
+    container = render(plan_for(cluster="lumi", gpus=16, container_image=image))
+    assert "\nmodule " not in container
+    assert f"CONTAINER={image}\n" in container
+    assert "export SINGULARITY_BIND=/scratch/project_465000000/me\n" in container
+    for line in launch_lines(container):
+        assert line.startswith('srun --kill-on-bad-exit=1 singularity exec "$CONTAINER" bash -c')
+    # MASTER_ADDR comes from scontrol in the batch shell: containers have no scontrol.
+    batch = container.index("MASTER_ADDR=$(scontrol show hostnames")
+    assert batch < container.index("\nsrun ")
+
+
+def test_a_container_needs_a_command_and_plain_folders(tmp_path: Path) -> None:
+    with pytest.raises(ScaletrainError, match="names no command to run a container image"):
+        render(plan_for(cluster="local", gpus=2, container_image="pytorch.sif"))
+    elsewhere = RunFolder(Path("/scratch/a,b/runs/mnist"))
+    with pytest.raises(ScaletrainError, match="cannot be bound into a container"):
+        render(plan_for(cluster="lumi", gpus=8, container_image="x.sif"), folder=elsewhere)
+
+
+def test_requeue_and_graceful_stop_lines() -> None:
+    script = render(plan_for(cluster="puhti", gpus=8, time="2:00:00"))
+    for line in (
+        "#SBATCH --output=logs/%x-%j.out",
+        "#SBATCH --open-mode=append",
+        "#SBATCH --signal=B:USR1@300",
+        "#SBATCH --requeue",
+        "trap '",
+        'touch "$run_dir/stop-requested"\' USR1',
+        "if ((restarts < 3)); then",
+        'scontrol requeue "$SLURM_JOB_ID"',
+        '>>"$run_dir/jobs.jsonl"',
+    ):
+        assert line in script
+    # Training runs in the background so that the trap can run while bash waits.
+    assert launch_lines(script)[-1] + " &\ntraining=$!\nwait" in re.sub(r" \\\n\s*", " ", script)
+    short = render(plan_for(cluster="puhti", gpus=8, time="10:00"), max_requeues=5)
+    assert "#SBATCH --signal=B:USR1@120" in short and "((restarts < 5))" in short
+    never = render(plan_for(cluster="puhti", gpus=8), requeue=False)
+    assert "--requeue" not in never and "scontrol requeue" not in never
+    assert "#SBATCH --signal=B:USR1@300" in never  # still checkpoints before the limit
+    with pytest.raises(ScaletrainError, match="not shorter than the time limit"):
+        render(plan_for(cluster="puhti", gpus=8, time="10:00"), stop_margin_s=600)
+
+
+def test_torchrun_restarts_and_rendezvous() -> None:
+    one_node = launch_lines(render(plan_for(cluster="puhti", gpus=4)))[-1]
+    assert "torchrun --standalone --nnodes=1 --nproc_per_node=4 --max_restarts=3 -- train.py" in (
+        one_node
+    )
+    script = render(plan_for(cluster="puhti", gpus=8), max_restarts=1)
+    assert "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))" in script
+    assert (
+        '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT" --max_restarts=1 -- train.py'
+        in (launch_lines(script)[-1])
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "request_fields"),
+    [
+        ("lumi-torchrun-2-nodes", {"cluster": "lumi", "gpus": 16}),
+        ("puhti-srun-2-nodes", {"cluster": "puhti", "gpus": 8, "mode": "srun"}),
+    ],
+)
+def test_example_scripts_are_as_documented(name: str, request_fields: dict[str, object]) -> None:
+    """tests/fixtures/jobs/*.sbatch are quoted in docs/slurm-jobs.md; regenerate them with
+    SCALETRAIN_WRITE_FIXTURES=1 after a deliberate change, and read the diff."""
+    plan = plan_for(script_args=("--epochs", "10"), **request_fields)  # type: ignore[arg-type]
+    script = render(plan).replace(f"scaletrain {__version__} ", "scaletrain <version> ")
+    golden = GOLDEN / f"{name}.sbatch"
+    if os.environ.get("SCALETRAIN_WRITE_FIXTURES"):
+        golden.write_text(script)
+    assert script == golden.read_text()
+
+
+@pytest.mark.parametrize("name", ["lumi-torchrun-2-nodes", "puhti-srun-2-nodes"])
+def test_the_documented_excerpts_are_from_the_example_scripts(name: str) -> None:
+    docs = (REPO / "docs" / "slurm-jobs.md").read_text()
+    after = docs[docs.index(f"`tests/fixtures/jobs/{name}.sbatch`") :]
+    excerpt = after[after.index("```bash\n") + 8 : after.index("\n```")].splitlines()
+    lines = iter((GOLDEN / f"{name}.sbatch").read_text().splitlines())
+    # Each line of the excerpt is in the script, in the same order ("..." marks a cut).
+    assert all(line in lines for line in excerpt if line != "..."), name

@@ -1,0 +1,56 @@
+"""Render job scripts in tests, and read their launch lines back."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from scaletrain.clusters import load_profile
+from scaletrain.launch.render import JobOptions, render_job_script
+from scaletrain.planning import Plan, Request, plan_job
+from scaletrain.run_folder import RunFolder
+
+# Where the rendered examples "run": a LUMI-like project folder.
+WORKDIR = Path("/scratch/project_465000000/me")
+RUN_FOLDER = RunFolder(WORKDIR / "runs" / "mnist")
+
+
+def plan_for(**request: Any) -> Plan:
+    """The plan of a request (script defaults to train.py) on its cluster's packaged profile."""
+    request.setdefault("script", "train.py")
+    request.setdefault("time", "2:00:00")
+    decided = Request(**request)
+    return plan_job(decided, load_profile(decided.cluster, {}))
+
+
+def render(
+    plan: Plan, folder: RunFolder = RUN_FOLDER, workdir: Path = WORKDIR, **options: Any
+) -> str:
+    return render_job_script(plan, folder, JobOptions(workdir=workdir, **options))
+
+
+def launch_lines(script: str) -> list[str]:
+    """Each `srun ...` command of the script as one line: continuations joined, `&` dropped."""
+    joined = re.sub(r" \\\n\s*", " ", script)
+    lines = [line.strip() for line in joined.splitlines()]
+    starts = [line.removeprefix("if ! ") for line in lines if re.match(r"(if ! )?srun ", line)]
+    return [line.removesuffix(" &") for line in starts]
+
+
+def shellcheck(scripts: dict[str, str], folder: Path) -> str:
+    """shellcheck's findings for each script (empty when all pass); files kept in `folder`."""
+    paths = []
+    for name, text in scripts.items():
+        path = folder / f"{name}.sbatch"
+        path.write_text(text)
+        paths.append(str(path))
+    result = subprocess.run(
+        ["shellcheck", "--format=gcc", *paths],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return result.stdout + result.stderr

@@ -1,0 +1,58 @@
+"""Submitting generated jobs to the test Slurm the way a user does, and reading what they left."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from scaletrain.run_folder import RunFolder
+from tests.conftest import REPO, scaletrain
+from tests.support.slurm_cluster import SlurmCluster
+
+EXAMPLE = REPO / "examples" / "mnist" / "train.py"
+# A job has started, run and ended within this; a requeued one waits ~12 s more to restart.
+JOB_TIMEOUT_S = 180
+
+
+def job_environ(cluster: SlurmCluster, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """A login node's environment: Slurm's commands, and this venv's python3/torchrun/...
+    first on PATH (sbatch passes it on to the job, as an activated venv would be)."""
+    environ = cluster.environ(XDG_CONFIG_HOME=str(tmp_path / "config"), COLUMNS="200", **extra)
+    environ["PATH"] = f"{cluster.bin}:{Path(sys.executable).parent}:{environ['PATH']}"
+    return environ
+
+
+def submit_options(
+    name: str, mode: str, nodes: int, per_node: int, *more: str, cluster: str = "local"
+) -> list[str]:
+    """`scaletrain submit` options for a job of 10 minutes on the test cluster."""
+    return ["-c", cluster, "-t", "10:00", "--name", name, "--mode", mode,
+            "--nodes", str(nodes), "--gpus-per-node", str(per_node), *more]  # fmt: skip
+
+
+def submit(
+    cluster: SlurmCluster, cwd: Path, environ: dict[str, str], options: list[str], *command: str
+) -> tuple[RunFolder, str]:
+    """`scaletrain submit <options> <command>` from `cwd`; the run folder and the job id."""
+    result = scaletrain("submit", *options, *command, cwd=cwd, environ=environ)
+    assert result.returncode == 0, result.stderr
+    name = options[options.index("--name") + 1]
+    return RunFolder(cwd / "runs" / name), result.stdout.strip()
+
+
+def finished(cluster: SlurmCluster, folder: RunFolder, job_id: str) -> str:
+    """Wait for the job; its output, from the run folder's logs/ (named %x-%j.out)."""
+    state = cluster.wait_for_job(job_id, timeout=JOB_TIMEOUT_S)
+    output = folder.logs / f"{folder.name}-{job_id}.out"
+    assert output.is_file(), f"{state}: no {output}\n{cluster.logs()}"
+    text = output.read_text()
+    assert state == "COMPLETED", f"{state}\n{text}"
+    return text
+
+
+def reports(folder: Path, pattern: str) -> list[dict[str, Any]]:
+    """JSON reports written by the ranks or tasks, by rank."""
+    found = [json.loads(path.read_text()) for path in folder.glob(pattern)]
+    return sorted(found, key=lambda report: report.get("rank", 0))
