@@ -53,7 +53,7 @@ def start_local(
     check_launchable(launch)
     added = launch_variables(launch, process_environ(), allowed_cpus()) | dict(variables or {})
     processes = "one process per GPU" if nproc == "gpu" else f"{nproc} process(es)"
-    console.heading(f"{stem} {folder.name}: {processes} on this machine (torchrun)")
+    console.heading(f"{folder.name}: {processes} of {program} on this machine (torchrun)")
     console.info(f"  folder   {folder.root}/")
     console.info(f"  logs     {folder.logs}/rank-<N>.out|.err (console shows rank 0)")
     for variable, value in added.items():

@@ -22,6 +22,7 @@ from types import FrameType
 
 from scaletrain import __version__
 from scaletrain.errors import ScaletrainError
+from scaletrain.launch.elastic import restart_variables
 from scaletrain.run_folder import RUN_DIR_VARIABLE, RunFolder
 
 # Splits torchrun's options from the script and its arguments (see torchrun_entry).
@@ -106,12 +107,7 @@ def launch_variables(launch: LocalLaunch, environ: Mapping[str, str], cpus: int)
         "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}] ",
         "PYTHONUNBUFFERED": "1",
     }
-    if launch.max_restarts > 0:
-        # torchrun >= 2.4 keeps one TCPStore for all restarts; the restarted workers then read
-        # the previous attempt's addresses and fail with "Gloo connectFullMesh failed ...
-        # Connection refused" (pytorch/pytorch#135712, still so in 2.13). A store per attempt,
-        # hosted by rank 0, avoids that.
-        added["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    added |= restart_variables(launch.max_restarts)
     if "OMP_NUM_THREADS" not in environ and launch.nproc.isdigit():
         # torchrun would set 1; an equal share of the cores is faster on CPU runs.
         added["OMP_NUM_THREADS"] = str(max(1, cpus // int(launch.nproc)))
