@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from scaletrain import __version__
-from tests.conftest import scaletrain
+from tests.conftest import clean_environ, scaletrain
 
 
 def test_help_teaches_the_first_command(tmp_path: Path) -> None:
@@ -32,3 +32,13 @@ def test_the_command_line_does_not_import_torch() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def test_help_lists_every_command_and_a_command_after_global_flags_runs(tmp_path: Path) -> None:
+    from scaletrain.cli.app import COMMANDS
+
+    listed = scaletrain("--help", cwd=tmp_path, environ=clean_environ(COLUMNS="200")).stdout
+    assert all(f"│ {name} " in listed for name in COMMANDS)
+    # Only the named command is imported; global flags before it must not hide it.
+    result = scaletrain("--debug", "clusters", cwd=tmp_path)
+    assert result.returncode == 0 and "lumi" in result.stdout + result.stderr

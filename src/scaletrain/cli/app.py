@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Sequence
+from importlib import import_module
+from typing import Any
 
 import typer
 
 from scaletrain import __version__
 from scaletrain.cli import console
-from scaletrain.cli.bench import bench
-from scaletrain.cli.cancel import cancel
-from scaletrain.cli.check import check
-from scaletrain.cli.clusters import clusters_app
-from scaletrain.cli.doctor import doctor
-from scaletrain.cli.logs import logs
-from scaletrain.cli.plan import plan
-from scaletrain.cli.run import run
-from scaletrain.cli.status import status
-from scaletrain.cli.submit import submit
 from scaletrain.errors import ScaletrainError
 
 app = typer.Typer(
@@ -70,20 +63,44 @@ SCRIPT_COMMAND = {
     "allow_interspersed_args": False,
 }
 
-app.command(context_settings=SCRIPT_COMMAND)(run)
-app.command(context_settings=SCRIPT_COMMAND)(plan)
-app.command(context_settings=SCRIPT_COMMAND)(submit)
-app.add_typer(clusters_app, name="clusters")
-app.command()(status)
-app.command()(logs)
-app.command()(cancel)
-app.command()(check)
-app.command()(bench)
-app.command()(doctor)
+# Each command lives in a module of its own, imported only when that command runs (all of
+# them for --help): `scaletrain run` should not pay for the planner's or the doctor's imports.
+# name -> (module, attribute, click context settings); in the order --help lists them.
+COMMANDS: dict[str, tuple[str, str, dict[str, Any] | None]] = {
+    "run": ("scaletrain.cli.run", "run", SCRIPT_COMMAND),
+    "plan": ("scaletrain.cli.plan", "plan", SCRIPT_COMMAND),
+    "submit": ("scaletrain.cli.submit", "submit", SCRIPT_COMMAND),
+    "status": ("scaletrain.cli.status", "status", None),
+    "logs": ("scaletrain.cli.logs", "logs", None),
+    "cancel": ("scaletrain.cli.cancel", "cancel", None),
+    "clusters": ("scaletrain.cli.clusters", "clusters_app", None),
+    "check": ("scaletrain.cli.check", "check", None),
+    "bench": ("scaletrain.cli.bench", "bench", None),
+    "doctor": ("scaletrain.cli.doctor", "doctor", None),
+}
+
+
+def register(names: Iterable[str]) -> None:
+    """Import the named commands and add them to the app."""
+    for name in names:
+        module, attribute, context_settings = COMMANDS[name]
+        command = getattr(import_module(module), attribute)
+        if isinstance(command, typer.Typer):
+            app.add_typer(command, name=name)
+        else:
+            app.command(name=name, context_settings=context_settings)(command)
+
+
+def requested_command(arguments: Sequence[str]) -> str | None:
+    """The command named on the command line (global options are flags before it)."""
+    first = next((argument for argument in arguments if not argument.startswith("-")), None)
+    return first if first in COMMANDS else None
 
 
 def main() -> None:
     """Entry point: run the app, turning known problems into one clean line and exit code 2."""
+    requested = requested_command(sys.argv[1:])
+    register([requested] if requested else COMMANDS)
     try:
         app()
     except ScaletrainError as problem:
