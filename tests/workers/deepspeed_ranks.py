@@ -13,6 +13,8 @@ from pathlib import Path
 import deepspeed
 import torch
 
+import scaletrain as st
+
 parser = argparse.ArgumentParser()
 parser = deepspeed.add_config_arguments(parser)
 args = parser.parse_args()
@@ -35,3 +37,6 @@ report = {
     "weights": model.weight.detach().flatten().tolist(),
 }
 (Path(os.environ["PROBE_DIR"]) / f"rank-{rank}.json").write_text(json.dumps(report))
+# Leave the gloo group as a scaletrain script does: a script that just exits aborts now and
+# then ("terminate called without an active exception", pytorch/pytorch#179291).
+st.shutdown()

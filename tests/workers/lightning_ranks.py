@@ -14,6 +14,8 @@ import lightning
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+import scaletrain as st
+
 
 class Regression(lightning.LightningModule):
     def __init__(self) -> None:
@@ -61,6 +63,9 @@ def main() -> None:
     }
     folder = Path(os.environ["PROBE_DIR"])
     (folder / f"rank-{trainer.global_rank}.json").write_text(json.dumps(report))
+    # Leave the gloo group cleanly: a process that exits with it open aborts now and then
+    # ("terminate called without an active exception", pytorch/pytorch#179291).
+    st.shutdown()
 
 
 if __name__ == "__main__":

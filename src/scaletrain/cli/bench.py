@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from scaletrain.cli import console
+from scaletrain.cli.common import RUNS_DIR_OPTION
 from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.diagnose.bandwidth import parse_ops, parse_size
 from scaletrain.diagnose.bench_report import BENCH_JSON
@@ -29,9 +30,7 @@ def bench(
         False, "--pairs", help="Measure pairs of nodes (one process each) to find a slow one."
     ),
     name: str | None = typer.Option(None, "--name", help="Run name. Default: bench-<time>."),
-    runs_dir: Path = typer.Option(
-        Path("runs"), "--runs-dir", envvar="SCALETRAIN_RUNS_DIR", help="Where run folders live."
-    ),
+    runs_dir: Path = RUNS_DIR_OPTION,
 ) -> None:
     """Measure all_reduce, all_gather, reduce_scatter and broadcast bandwidth.
 

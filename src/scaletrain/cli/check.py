@@ -3,60 +3,35 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from scaletrain.cli import console
+from scaletrain.cli.common import RUNS_DIR_OPTION
 from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.diagnose import inputs as spec
 from scaletrain.diagnose.report import PREFLIGHT_JSON
+
+
+def input_option(given: spec.Input) -> Any:
+    """A preflight input as an option: empty means not given (then not checked or defaulted)."""
+    return typer.Option("", given.option, envvar=given.variable, help=given.help)
 
 
 def check(
     nproc: str = typer.Option(
         "2", "--nproc", "-n", envvar="SCALETRAIN_NPROC", help="Processes to start (or 'gpu')."
     ),
-    expected_cpu_masks: str = typer.Option(
-        "",
-        spec.EXPECTED_CPU_MASKS.option,
-        envvar=spec.EXPECTED_CPU_MASKS.variable,
-        help=spec.EXPECTED_CPU_MASKS.help,
-    ),
-    expected_gpus_per_node: str = typer.Option(
-        "",
-        spec.EXPECTED_GPUS_PER_NODE.option,
-        envvar=spec.EXPECTED_GPUS_PER_NODE.variable,
-        help=spec.EXPECTED_GPUS_PER_NODE.help,
-    ),
-    dataloader_workers: str = typer.Option(
-        "",
-        spec.DATALOADER_WORKERS.option,
-        envvar=spec.DATALOADER_WORKERS.variable,
-        help=spec.DATALOADER_WORKERS.help,
-    ),
-    min_free_gb: str = typer.Option(
-        "",
-        spec.MIN_FREE_GB.option,
-        envvar=spec.MIN_FREE_GB.variable,
-        help=spec.MIN_FREE_GB.help,
-    ),
-    rendezvous_timeout: str = typer.Option(
-        "",
-        spec.RENDEZVOUS_TIMEOUT.option,
-        envvar=spec.RENDEZVOUS_TIMEOUT.variable,
-        help=spec.RENDEZVOUS_TIMEOUT.help,
-    ),
-    expect_net_plugin: str = typer.Option(
-        "",
-        spec.EXPECT_NET_PLUGIN.option,
-        envvar=spec.EXPECT_NET_PLUGIN.variable,
-        help=spec.EXPECT_NET_PLUGIN.help,
-    ),
+    expected_cpu_masks: str = input_option(spec.EXPECTED_CPU_MASKS),
+    expected_gpus_per_node: str = input_option(spec.EXPECTED_GPUS_PER_NODE),
+    dataloader_workers: str = input_option(spec.DATALOADER_WORKERS),
+    min_free_gb: str = input_option(spec.MIN_FREE_GB),
+    rendezvous_timeout: str = input_option(spec.RENDEZVOUS_TIMEOUT),
+    expect_net_plugin: str = input_option(spec.EXPECT_NET_PLUGIN),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every check of every rank."),
     name: str | None = typer.Option(None, "--name", help="Run name. Default: preflight-<time>."),
-    runs_dir: Path = typer.Option(
-        Path("runs"), "--runs-dir", envvar="SCALETRAIN_RUNS_DIR", help="Where run folders live."
-    ),
+    runs_dir: Path = RUNS_DIR_OPTION,
 ) -> None:
     """Check launcher, devices, CPU affinity, threads, network and run folder on N processes.
 
