@@ -20,7 +20,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scaletrain as st
 from common import save, spread
-from scaletrain.diagnose.bandwidth import bus_factor, measure
+from scaletrain.diagnose.bandwidth import bandwidths_gbps, measure
 
 SIZES = [64 * 2**10, 2**20, 4 * 2**20, 16 * 2**20]
 ROUNDS, WARMUP, ITERATIONS = 7, 5, 20
@@ -49,7 +49,10 @@ def scaletrain_busbw(size_bytes: int) -> float:
     dist.all_reduce(elapsed)
     n = dist.get_world_size()
     time_s = elapsed.item() / n / ITERATIONS
-    return measured.size_bytes / time_s / 1e9 * bus_factor("all_reduce", n)
+    _, busbw = bandwidths_gbps(
+        "all_reduce", measured.size_bytes, time_s, n
+    )  # as scaletrain reports
+    return busbw
 
 
 def main() -> None:

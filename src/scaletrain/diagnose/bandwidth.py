@@ -42,6 +42,14 @@ def bus_factor(op: str, world_size: int) -> float:
     return factors[op]
 
 
+def bandwidths_gbps(
+    op: str, size_bytes: int, time_s: float, world_size: int
+) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s for `size_bytes` moved in `time_s` per call."""
+    algbw = size_bytes / time_s / 1e9
+    return algbw, algbw * bus_factor(op, world_size)
+
+
 def parse_size(text: str) -> int:
     """'8', '64K', '256M', '1G' (binary units) -> bytes."""
     match = re.fullmatch(r"(\d+)\s*([KMG]?)i?B?", text.strip().upper())
@@ -209,7 +217,7 @@ def summarize(per_rank: list[list[Measurement]], world_size: int) -> list[Bandwi
         first = measured[0]
         loops = tuple(m.loop_seconds for m in measured)
         time_s = sum(loops) / len(loops) / first.iterations
-        algbw = first.size_bytes / time_s / 1e9
+        algbw, busbw = bandwidths_gbps(first.op, first.size_bytes, time_s, world_size)
         rows.append(
             BandwidthRow(
                 op=first.op,
@@ -219,7 +227,7 @@ def summarize(per_rank: list[list[Measurement]], world_size: int) -> list[Bandwi
                 loop_seconds_per_rank=loops,
                 time_s=time_s,
                 algbw_gbps=algbw,
-                busbw_gbps=algbw * bus_factor(first.op, world_size),
+                busbw_gbps=busbw,
                 correct=all(m.correct for m in measured),
             )
         )

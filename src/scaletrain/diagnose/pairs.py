@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scaletrain.diagnose.bandwidth import bus_factor, measure
+from scaletrain.diagnose.bandwidth import bandwidths_gbps, measure
 
 if TYPE_CHECKING:
     import torch
@@ -48,6 +48,15 @@ class PairResult:
     correct: bool
 
 
+def _pair_result(
+    nodes: tuple[int, int], size_bytes: int, time_s: float, correct: bool
+) -> PairResult:
+    _, busbw = bandwidths_gbps("all_reduce", size_bytes, time_s, world_size=2)
+    return PairResult(
+        nodes=nodes, size_bytes=size_bytes, time_s=time_s, busbw_gbps=busbw, correct=correct
+    )
+
+
 def measure_pairs(
     *,
     node_rank: int,
@@ -77,16 +86,7 @@ def measure_pairs(
                     group=group,
                 )
                 time_s = measured.loop_seconds / measured.iterations
-                algbw = measured.size_bytes / time_s / 1e9
-                mine.append(
-                    PairResult(
-                        nodes=pair,
-                        size_bytes=measured.size_bytes,
-                        time_s=time_s,
-                        busbw_gbps=algbw * bus_factor("all_reduce", 2),
-                        correct=measured.correct,
-                    )
-                )
+                mine.append(_pair_result(pair, measured.size_bytes, time_s, measured.correct))
         dist.barrier()
     return mine
 
@@ -100,16 +100,8 @@ def merge_pairs(results: list[PairResult]) -> list[PairResult]:
     merged = []
     for nodes, measured in sorted(by_pair.items()):
         time_s = sum(result.time_s for result in measured) / len(measured)
-        size = measured[0].size_bytes
-        merged.append(
-            PairResult(
-                nodes=nodes,
-                size_bytes=size,
-                time_s=time_s,
-                busbw_gbps=size / time_s / 1e9 * bus_factor("all_reduce", 2),
-                correct=all(result.correct for result in measured),
-            )
-        )
+        correct = all(result.correct for result in measured)
+        merged.append(_pair_result(nodes, measured[0].size_bytes, time_s, correct))
     return merged
 
 
