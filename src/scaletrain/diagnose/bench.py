@@ -79,15 +79,13 @@ def _out_folder(options: argparse.Namespace) -> Path | None:
 
 
 def run_bench(options: argparse.Namespace) -> int:
-    import torch.distributed as dist
-
     from scaletrain.runtime import init, shutdown
+    from scaletrain.train.coordination import all_gather_objects
 
     ops = parse_ops(options.ops)
     env = init()
     sizes = _sizes(options, env.device.type == "cuda")
-    hosts_by_rank: list[tuple[int, int, str]] = [(0, 0, "")] * env.world_size
-    dist.all_gather_object(hosts_by_rank, (env.node_rank, env.local_rank, socket.gethostname()))
+    hosts_by_rank = all_gather_objects((env.node_rank, env.local_rank, socket.gethostname()))
     leaders = {node: rank for rank, (node, local, _) in enumerate(hosts_by_rank) if local == 0}
     hosts = {node: host for node, local, host in hosts_by_rank if local == 0}
 
@@ -120,8 +118,9 @@ def run_bench(options: argparse.Namespace) -> int:
                         iterations=options.iterations,
                     )
                 )
-    everyone: list[tuple[list[Measurement], list[PairResult]]] = [([], [])] * env.world_size
-    dist.all_gather_object(everyone, (measured, pairs))
+    everyone: list[tuple[list[Measurement], list[PairResult]]] = all_gather_objects(
+        (measured, pairs)
+    )
     if env.is_main:
         rows = summarize([m for m, _ in everyone], env.world_size) if measured else []
         all_pairs = merge_pairs([pair for _, mine in everyone for pair in mine])

@@ -18,7 +18,6 @@ import tempfile
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from scaletrain.cli import console
 from scaletrain.diagnose.devices import check_devices
@@ -54,14 +53,6 @@ from scaletrain.errors import ScaletrainError
 from scaletrain.run_folder import RunFolder
 from scaletrain.runtime.cpus import cpus_per_process
 from scaletrain.runtime.layout import ProcessLayout
-
-
-def _all_gather(value: Any) -> list[Any]:
-    import torch.distributed as dist
-
-    gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, value)
-    return gathered
 
 
 def _local_checks(
@@ -121,10 +112,12 @@ def _group_checks(
 ) -> list[CheckResult]:
     import torch
 
+    from scaletrain.train.coordination import all_gather_objects
+
     token = secrets.token_hex(8) if layout.rank == 0 and root and writable else None
     if token and root:
         (root / SHARED_FILE).write_text(token)
-    gathered = _all_gather((token, torch_device))
+    gathered = all_gather_objects((token, torch_device))
     # One device type for everyone, or the collective would wait forever.
     on_gpu = all(device.startswith("cuda") for _, device in gathered)
     device = torch.device(torch_device if on_gpu else "cpu")
@@ -163,6 +156,7 @@ def run_preflight(
     import torch
 
     from scaletrain.runtime import init, shutdown
+    from scaletrain.train.coordination import all_gather_objects
 
     folder = RunFolder.from_environ(environ)
     root = folder.root if folder else None
@@ -192,7 +186,7 @@ def run_preflight(
         layout, inputs, root, writable, backend, nccl_folder, facts.torch_device
     )
     mine = RankReport(facts=facts, results=tuple(results))
-    reports = [RankReport.from_dict(data) for data in _all_gather(mine.to_dict())]
+    reports = [RankReport.from_dict(data) for data in all_gather_objects(mine.to_dict())]
     job_results = job_checks(reports, inputs.expected_gpus_per_node)
     record = preflight_record(reports, job_results)
     if layout.rank == 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch.distributed as dist
 
@@ -14,6 +15,13 @@ def barrier() -> None:
     """Wait until every rank arrives here (no-op without a process group)."""
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.barrier()
+
+
+def all_gather_objects(value: Any) -> list[Any]:
+    """Every rank's `value` (picklable), in rank order, on every rank."""
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
 
 
 @contextmanager
