@@ -7,16 +7,14 @@ from pathlib import Path
 import typer
 
 from scaletrain.cli import console
-from scaletrain.cli.common import RUNS_DIR_OPTION
+from scaletrain.cli.common import DIAGNOSE_NPROC_OPTION, RUNS_DIR_OPTION
 from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.diagnose.bandwidth import parse_ops, parse_size
 from scaletrain.diagnose.bench_report import BENCH_JSON
 
 
 def bench(
-    nproc: str = typer.Option(
-        "2", "--nproc", "-n", envvar="SCALETRAIN_NPROC", help="Processes to start (or 'gpu')."
-    ),
+    nproc: str = DIAGNOSE_NPROC_OPTION,
     ops: str = typer.Option(
         "all_reduce,all_gather,reduce_scatter,broadcast", "--ops", help="Collectives to measure."
     ),
@@ -55,7 +53,6 @@ def bench(
         nproc=nproc,
         name=name,
         runs_dir=runs_dir,
-        variables={},
     )
     if result.exit_code != 0:
         show_other_ranks(folder, tracebacks_only=False)

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from scaletrain.cli import console
-from scaletrain.cli.common import RUNS_DIR_OPTION
+from scaletrain.cli.common import DIAGNOSE_NPROC_OPTION, RUNS_DIR_OPTION
 from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.diagnose import inputs as spec
 from scaletrain.diagnose.report import PREFLIGHT_JSON
@@ -20,9 +20,7 @@ def input_option(given: spec.Input) -> Any:
 
 
 def check(
-    nproc: str = typer.Option(
-        "2", "--nproc", "-n", envvar="SCALETRAIN_NPROC", help="Processes to start (or 'gpu')."
-    ),
+    nproc: str = DIAGNOSE_NPROC_OPTION,
     expected_cpu_masks: str = input_option(spec.EXPECTED_CPU_MASKS),
     expected_gpus_per_node: str = input_option(spec.EXPECTED_GPUS_PER_NODE),
     dataloader_workers: str = input_option(spec.DATALOADER_WORKERS),

@@ -14,6 +14,11 @@ RUNS_DIR_OPTION = typer.Option(
     Path("runs"), "--runs-dir", envvar="SCALETRAIN_RUNS_DIR", help="Where run folders live."
 )
 
+# check and bench: two processes by default, so that the collectives really communicate.
+DIAGNOSE_NPROC_OPTION = typer.Option(
+    "2", "--nproc", "-n", envvar="SCALETRAIN_NPROC", help="Processes to start (or 'gpu')."
+)
+
 RUN_ARGUMENT = typer.Argument(
     None,
     metavar="RUN",
