@@ -1,8 +1,9 @@
-"""Launch modes as data (modes.toml): their names, one-line descriptions and task shape."""
+"""Launch modes as data (modes.toml): names, one-line descriptions, task shape, variables."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
 from typing import Literal
@@ -20,6 +21,8 @@ class LaunchMode:
     """'one': a launcher inside one task per node starts the GPU processes;
     'per-gpu': Slurm starts one task per GPU."""
     description: str
+    cpu_environment: Mapping[str, str] = field(default_factory=dict)
+    """Variables the job exports when its processes run on CPUs."""
 
     def tasks_for(self, gpus_per_node: int) -> int:
         """Slurm tasks per node for a node with this many GPUs in use."""

@@ -20,7 +20,7 @@ from scaletrain import __version__
 from scaletrain.diagnose.inputs import EXPECTED_CPU_MASKS, EXPECTED_GPUS_PER_NODE
 from scaletrain.errors import ScaletrainError
 from scaletrain.launch.elastic import restart_variables
-from scaletrain.launch.modes import launch_mode
+from scaletrain.launch.modes import LaunchMode, launch_mode
 from scaletrain.launch.shell_text import (
     check_job_name,
     finalize,
@@ -105,7 +105,7 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
         },
         "run_dir_variable": RUN_DIR_VARIABLE,
         "container_words": shlex.split(plan.container_command or ""),
-        "environment": _environment(plan, mode.name, options.max_restarts),
+        "environment": _environment(plan, mode, options.max_restarts),
         "port": {"base": JOB_PORT_BASE, "span": JOB_PORT_SPAN},
         "preflight_environment": _preflight_environment(plan, mode.tasks_per_node),
         "preflight_target": Target(module=PREFLIGHT_MODULE),
@@ -147,12 +147,12 @@ def _check_container(plan: Plan, binds: list[Path]) -> None:
             )
 
 
-def _environment(plan: Plan, mode: str, max_restarts: int) -> list[tuple[str, str]]:
+def _environment(plan: Plan, mode: LaunchMode, max_restarts: int) -> list[tuple[str, str]]:
     """Variables exported with their values: the plan's, then the mode's own."""
     exported = dict(plan.environment)
-    if mode == "accelerate" and plan.accelerator == "cpu":
-        exported["ACCELERATE_USE_CPU"] = "true"
-    if launch_mode(mode).tasks_per_node == "one":  # torchrun's restarts (torchrun, accelerate)
+    if plan.accelerator == "cpu":
+        exported |= mode.cpu_environment
+    if mode.tasks_per_node == "one":  # torchrun's restarts (torchrun, accelerate)
         exported |= restart_variables(max_restarts)
     return list(exported.items())
 
