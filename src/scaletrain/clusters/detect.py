@@ -68,7 +68,7 @@ def node_type(node: Node) -> NodeType:
 
 
 def accelerator_of(gpu_type: str) -> str:
-    """'amd', 'nvidia' or 'cpu' from a Slurm GPU type name; NVIDIA when it cannot tell."""
+    """'amd' or 'nvidia' from a Slurm GPU type name; NVIDIA when it cannot tell."""
     lowered = gpu_type.lower()
     if any(word in lowered for word in _AMD_WORDS):
         return "amd"
