@@ -39,7 +39,7 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp || requirements/dev.txt -nt $stam
     "$venv/bin/python" -m pip install --quiet --no-build-isolation -r requirements/deepspeed.txt 2>&1 |
         grep -v "is ignored" || true
     # Fail here, not later, if the install did.
-    "$venv/bin/python" -c 'import scaletrain, torch, accelerate, lightning, importlib.util as u
+    "$venv/bin/python" -c 'import scaletrain, torch, torchvision, accelerate, lightning, importlib.util as u
 assert u.find_spec("deepspeed"), "deepspeed is not installed"'
     touch "$stamp"
 fi
