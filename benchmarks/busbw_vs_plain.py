@@ -20,7 +20,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scaletrain as st
 from common import save, spread
-from scaletrain.diagnose.bandwidth import bandwidths_gbps, measure
+from scaletrain.diagnose.bench.bandwidth import bandwidths_gbps, measure
 
 SIZES = [64 * 2**10, 2**20, 4 * 2**20, 16 * 2**20]
 ROUNDS, WARMUP, ITERATIONS = 7, 5, 20

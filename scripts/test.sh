@@ -7,6 +7,7 @@ bin=.venv/bin
 echo "== ruff" >&2 && "$bin/ruff" check .
 echo "== ruff format" >&2 && "$bin/ruff" format --check .
 echo "== mypy" >&2 && "$bin/mypy"
+echo "== import layers" >&2 && "$bin/lint-imports" --no-cache
 echo "== slurm (installed if missing)" >&2 && bash scripts/install-slurm.sh
 # Generated job scripts must pass shellcheck (tests/launch/test_render.py).
 if ! command -v shellcheck >/dev/null; then

@@ -25,7 +25,7 @@ def test_version(tmp_path: Path) -> None:
 def test_the_command_line_does_not_import_torch() -> None:
     # Login nodes often have no torch: the CLI and `import scaletrain` must not need it.
     probe = (
-        "import sys, scaletrain, scaletrain.cli.app, scaletrain.run_folder; "
+        "import sys, scaletrain, scaletrain.cli.app, scaletrain.core.run_folder; "
         "print('torch' in sys.modules)"
     )
     result = subprocess.run(

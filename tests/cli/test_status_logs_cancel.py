@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from scaletrain.launch import slurm
-from scaletrain.launch.jobs import read_job_events, record_job_event
-from scaletrain.run_folder import RunFolder
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.slurm import commands as slurm
+from scaletrain.slurm.history import read_job_events, record_job_event
 from tests.conftest import SLURM_SCRIPTS, WORKERS, clean_environ, scaletrain
 from tests.support.slurm_cluster import SlurmCluster
 

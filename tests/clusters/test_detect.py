@@ -10,9 +10,10 @@ import pytest
 
 from scaletrain.clusters.catalog import profile_from_text
 from scaletrain.clusters.detect import draft_profile
-from scaletrain.launch.slurm_output import node_from_fields, parse_key_values, partition_from_fields
+from scaletrain.launch.job_script import resource_options
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
+from scaletrain.slurm.output import node_from_fields, parse_key_values, partition_from_fields
 from tests.conftest import scaletrain
 from tests.support.slurm_cluster import SlurmCluster
 
@@ -59,7 +60,7 @@ def test_gpu_site_draft_describes_its_gpu_nodes_and_leaves_cpu_partitions_out() 
     assert "CHECK" in draft.text  # what Slurm cannot tell is marked for the user
     # The draft is usable as it is: it plans a 2-node job with the site's GPU syntax.
     plan = plan_job(Request(cluster="mysite", gpus=8, time="1:00:00", script="t.py"), profile)
-    assert "--gres=gpu:v100:4" in plan.sbatch_options and plan.nodes == 2
+    assert "--gres=gpu:v100:4" in resource_options(plan) and plan.nodes == 2
 
 
 def test_amd_gpu_type_is_recognised() -> None:

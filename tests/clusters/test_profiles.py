@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from scaletrain.clusters import ProfileError, load_profile, profile_files, user_profile_folder
+from scaletrain.launch.job_script import resource_options
 from tests.clusters.site_files import MINIMAL, user_site
 from tests.conftest import REPO
 
@@ -134,7 +135,15 @@ def test_profiles_ship_in_the_wheel(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     for cluster in ("lumi", "puhti", "mahti", "local"):
         assert f"scaletrain/clusters/profiles/{cluster}.toml" in names
-    assert "scaletrain/launch/modes.toml" in names
+    # Every data file the code reads (TOML tables, templates) is in the wheel too.
+    source = REPO / "src"
+    data = [
+        path.relative_to(source).as_posix()
+        for path in (source / "scaletrain").rglob("*")
+        if path.suffix in (".toml", ".j2", ".typed")
+    ]
+    assert "scaletrain/planning/modes.toml" in data
+    assert sorted(name for name in data if name not in names) == []
 
 
 def test_the_documented_example_profile_is_valid(tmp_path: Path) -> None:
@@ -145,7 +154,7 @@ def test_the_documented_example_profile_is_valid(tmp_path: Path) -> None:
     environ = user_site(tmp_path, "mysite", example)
     profile = load_profile("mysite", environ)
     plan = plan_job(Request(cluster="mysite", script="t.py", time="4:00:00", gpus=8), profile)
-    assert plan.sbatch_options[:5] == (
+    assert resource_options(plan)[:5] == (
         "--partition=gpu", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=64",
         "--gres=gpu:h100:4",
     )  # fmt: skip

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scaletrain.clusters.slurm_time import describe_duration, format_slurm_time, parse_slurm_time
-from scaletrain.errors import ScaletrainError
+from scaletrain.core.errors import ScaletrainError
 
 
 @pytest.mark.parametrize(

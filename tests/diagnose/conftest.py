@@ -10,8 +10,9 @@ from pathlib import Path
 
 from tests.conftest import PROCESS_TIMEOUT_S, REPO, clean_environ
 
-PREFLIGHT = REPO / "src" / "scaletrain" / "diagnose" / "preflight.py"
-BENCH = REPO / "src" / "scaletrain" / "diagnose" / "bench.py"
+# Started as files, as a launcher starts a script (python -m runs the same __main__.py).
+PREFLIGHT = REPO / "src" / "scaletrain" / "diagnose" / "preflight" / "__main__.py"
+BENCH = REPO / "src" / "scaletrain" / "diagnose" / "bench" / "__main__.py"
 
 
 def free_port() -> int:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from scaletrain.diagnose.bandwidth import elements_for, parse_size
-from scaletrain.diagnose.pairs import PairResult, ring_rounds, suspects
+from scaletrain.diagnose.bench.bandwidth import elements_for, parse_size
+from scaletrain.diagnose.bench.pairs import PairResult, ring_rounds, suspects
 from tests.conftest import scaletrain
 from tests.diagnose.conftest import BENCH, start_ranks
 

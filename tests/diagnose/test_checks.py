@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from scaletrain.diagnose.devices import check_devices, visible_from_variables
-from scaletrain.diagnose.gpu import check_communication, loaded_net_plugins
-from scaletrain.diagnose.inputs import parse_cpu_masks, read_inputs
-from scaletrain.diagnose.job_checks import check_consistency
-from scaletrain.diagnose.local_checks import check_affinity, cpus_of_mask, select_interfaces
-from scaletrain.diagnose.results import RankFacts, RankReport, compact_list
+from scaletrain.diagnose.preflight.devices import check_devices, visible_from_variables
+from scaletrain.diagnose.preflight.gpu import check_communication, loaded_net_plugins
+from scaletrain.diagnose.preflight.inputs import parse_cpu_masks, read_inputs
+from scaletrain.diagnose.preflight.job_checks import check_consistency
+from scaletrain.diagnose.preflight.local_checks import (
+    check_affinity,
+    cpus_of_mask,
+    select_interfaces,
+)
+from scaletrain.diagnose.preflight.results import RankFacts, RankReport, compact_list
 from scaletrain.runtime.launchers import SINGLE_PROCESS
 from tests.conftest import REPO
 

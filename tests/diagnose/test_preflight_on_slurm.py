@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scaletrain.run_folder import RunFolder
+from scaletrain.core.run_folder import RunFolder
 from tests.support.slurm_cluster import SlurmCluster
 from tests.support.slurm_jobs import (
     EXAMPLE,

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from scaletrain.launch.jobs import read_job_events
-from scaletrain.launch.render import JobOptions, render_job_script
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.job_script import JobOptions, render_job_script
 from scaletrain.launch.submission import submit_job
-from scaletrain.run_folder import RunFolder
+from scaletrain.slurm.history import read_job_events
 from tests.conftest import REPO, WORKERS, scaletrain
 from tests.support.job_scripts import plan_for
 from tests.support.slurm_cluster import SlurmCluster

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scaletrain.errors import ScaletrainError
-from scaletrain.launch.modes import DEFAULT_MODE, launch_mode, launch_modes
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.planning.modes import DEFAULT_MODE, launch_mode, launch_modes
 
 
 def test_modes_and_their_shapes() -> None:

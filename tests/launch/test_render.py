@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from scaletrain import __version__
-from scaletrain.errors import ScaletrainError
-from scaletrain.launch.modes import launch_modes
-from scaletrain.run_folder import RunFolder
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.planning.modes import launch_modes
 from tests.conftest import REPO
 from tests.support.job_scripts import launch_lines, plan_for, render, shellcheck
 

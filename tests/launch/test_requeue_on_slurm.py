@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from scaletrain.launch import slurm
-from scaletrain.launch.jobs import read_job_events
-from scaletrain.run_folder import RunFolder
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.slurm import commands as slurm
+from scaletrain.slurm.history import read_job_events
 from tests.conftest import WORKERS, scaletrain
 from tests.support.slurm_cluster import SlurmCluster
 from tests.support.slurm_jobs import (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scaletrain.toml_text import parse_toml
+from scaletrain.core.toml_text import parse_toml
 from tests.conftest import REPO
 from tests.support.job_scripts import launch_lines, plan_for, render
 

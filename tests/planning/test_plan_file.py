@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from scaletrain.clusters import load_profile
-from scaletrain.errors import ScaletrainError
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.core.toml_text import parse_toml
+from scaletrain.launch.job_script import resource_options
 from scaletrain.planning import Request, plan_job, read_plan, write_plan
-from scaletrain.run_folder import RunFolder
-from scaletrain.toml_text import parse_toml
 
 
 def lumi_plan():  # type: ignore[no-untyped-def]
@@ -27,7 +28,8 @@ def test_plan_round_trips_through_plan_toml(tmp_path: Path) -> None:
     write_plan(plan, folder.plan)
     assert read_plan(folder.plan) == plan
     saved = parse_toml(folder.plan.read_text())
-    assert saved["sbatch_options"][-1] == "--account=project_465000001"
+    assert saved["account"] == "project_465000001"
+    assert resource_options(read_plan(folder.plan))[-1] == "--account=project_465000001"
     assert saved["environment"]["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1,hsn2,hsn3"
     assert saved["billing"]["total_units"] == 16.0
     assert "memory_gb_per_node" in saved and "container_image" not in saved  # None is left out

@@ -7,9 +7,10 @@ from hypothesis import strategies as st
 
 from scaletrain.clusters import load_profile
 from scaletrain.clusters.slurm_time import format_slurm_time
-from scaletrain.errors import ScaletrainError
-from scaletrain.launch.modes import launch_modes
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.launch.job_script import resource_options
 from scaletrain.planning import Plan, Request, plan_job
+from scaletrain.planning.modes import launch_modes
 
 PROFILES = {name: load_profile(name, {}) for name in ("lumi", "puhti", "mahti", "local")}
 # What one GPU-hour costs at the least, from each site's billing page (LUMI: half of one
@@ -78,5 +79,5 @@ def test_every_accepted_plan_fits_the_nodes_and_bills_at_least_the_gpus(request:
         assert plan.billing.units_per_hour >= plan.billing.gpu_share_units_per_hour >= floor - 1e-9
     if plan.per_gpu_batch_size is not None:
         assert plan.per_gpu_batch_size * asked == request.global_batch_size
-    assert f"--nodes={plan.nodes}" in plan.sbatch_options
+    assert f"--nodes={plan.nodes}" in resource_options(plan)
     assert Plan.from_dict(plan.to_dict()) == plan

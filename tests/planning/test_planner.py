@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from scaletrain.clusters import load_profile
-from scaletrain.errors import ScaletrainError
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.launch.job_script import resource_options
 from scaletrain.planning import Plan, Request, plan_job
 from tests.clusters.site_files import MINIMAL, user_site
 
@@ -29,7 +30,7 @@ def refusal(cluster: str = "lumi", **fields: Any) -> ScaletrainError:
 def test_lumi_sixteen_gpus_take_two_whole_standard_g_nodes() -> None:
     decided = plan(gpus=16)
     assert (decided.partition, decided.nodes, decided.gpus_per_node) == ("standard-g", 2, 8)
-    assert decided.sbatch_options == (
+    assert resource_options(decided) == (
         "--partition=standard-g", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=56",
         "--gpus-per-node=8", "--mem=480G", "--time=2:00:00",
     )  # fmt: skip
@@ -51,14 +52,14 @@ def test_nodes_and_gpus_per_node_give_the_same_plan_as_gpus() -> None:
 def test_one_node_goes_to_small_g_without_cpu_masks_when_partial() -> None:
     decided = plan(gpus=3, mode="srun")
     assert (decided.partition, decided.tasks_per_node, decided.cpus_per_task) == ("small-g", 3, 7)
-    assert "--mem=180G" in decided.sbatch_options
+    assert "--mem=180G" in resource_options(decided)
     assert decided.cpu_masks == ()  # a part of a node has no fixed cores
 
 
 def test_mahti_partitions_and_no_mem() -> None:
     small = plan("mahti", gpus=2)
     assert small.partition == "gpusmall" and small.memory_gb_per_node is None
-    assert not any(option.startswith("--mem") for option in small.sbatch_options)
+    assert not any(option.startswith("--mem") for option in resource_options(small))
     assert plan("mahti", gpus=4).partition == "gpumedium"
     error = refusal("mahti", gpus=3, partition="gpusmall")
     assert error.problem == (
@@ -122,7 +123,7 @@ def test_cores_above_the_fair_share_where_they_are_not_billed() -> None:
 
 def test_memory_above_the_fair_share_on_puhti_costs_per_gb() -> None:
     decided = plan("puhti", gpus=2, memory_gb_per_gpu=120)
-    assert "--mem=240G" in decided.sbatch_options
+    assert "--mem=240G" in resource_options(decided)
     # Puhti bills 0.1 per GB-hour: 2 × (120 - 93) GB above the fair share = 5.4 per hour.
     assert decided.warnings[0].startswith("120 GB per GPU (fair share 93 GB) on puhti: it adds 5.4")
 
@@ -184,7 +185,7 @@ def test_modes_decide_tasks_per_node() -> None:
 
 def test_local_cluster_plans_cpu_processes_without_gpu_or_memory_options() -> None:
     decided = plan("local", nodes=2, gpus_per_node=2, mode="srun", account="ci")
-    assert decided.sbatch_options == (
+    assert resource_options(decided) == (
         "--partition=debug", "--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1",
         "--time=2:00:00", "--account=ci",
     )  # fmt: skip
@@ -205,7 +206,7 @@ def test_a_site_that_needs_exclusive_gets_it(tmp_path: Path) -> None:
     text = MINIMAL.replace('max_time = "2-00:00:00"', 'max_time = "2-00:00:00"\nexclusive = true')
     profile = load_profile("site", user_site(tmp_path, "site", text))
     decided = plan_job(Request(cluster="site", script="t.py", time="1:00:00", gpus=8), profile)
-    assert decided.sbatch_options == (
+    assert resource_options(decided) == (
         "--partition=gpu", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=64",
         "--gres=gpu:h100:4", "--mem=480G", "--time=1:00:00", "--exclusive",
     )  # fmt: skip

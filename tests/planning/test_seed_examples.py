@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from scaletrain.clusters import load_profile
+from scaletrain.core.toml_text import parse_toml
+from scaletrain.launch.job_script import resource_options
 from scaletrain.planning import Request, plan_job
-from scaletrain.toml_text import parse_toml
 from tests.conftest import REPO
 
 EXAMPLES = parse_toml((REPO / "tests/fixtures/seed_sbatch_examples.toml").read_text())["example"]
@@ -47,7 +48,7 @@ def test_plan_asks_for_what_the_site_example_asks_for(example: dict[str, Any]) -
     request = Request(script="myprog.py", **example["request"])
     plan = plan_job(request, load_profile(request.cluster, {}))
     expected = resources(sbatch_options(example["sbatch"]))
-    assert resources([tuple(option[2:].split("=", 1)) for option in plan.sbatch_options]) == (
+    assert resources([tuple(option[2:].split("=", 1)) for option in resource_options(plan)]) == (
         expected
     )
 

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from scaletrain.errors import LaunchEnvironmentError
-from scaletrain.runtime.cpus import cpus_per_process
+from scaletrain.core.errors import LaunchEnvironmentError
 from scaletrain.runtime.device import DeviceChoice, backend_for, choose_device
 from scaletrain.runtime.launchers import SINGLE_PROCESS
+from scaletrain.runtime.layout import cpus_per_process
 
 FOUR_PER_NODE = dataclasses.replace(
     SINGLE_PROCESS, launcher="torchrun", rank=6, local_rank=2, world_size=8, local_world_size=4

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scaletrain.errors import LaunchEnvironmentError
+from scaletrain.core.errors import LaunchEnvironmentError
+from scaletrain.core.job_port import port_for_job
 from scaletrain.runtime.launchers import detect_layout
-from scaletrain.runtime.launchers.slurm import port_for_job
 
 TORCHRUN = {
     "TORCHELASTIC_RUN_ID": "abc",

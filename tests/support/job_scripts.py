@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from scaletrain.clusters import load_profile
-from scaletrain.launch.render import JobOptions, render_job_script
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.job_script import JobOptions, render_job_script
 from scaletrain.planning import Plan, Request, plan_job
-from scaletrain.run_folder import RunFolder
 
 # Where the rendered examples "run": a LUMI-like project folder.
 WORKDIR = Path("/scratch/project_465000000/me")

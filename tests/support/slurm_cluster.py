@@ -52,7 +52,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from string import Template
 
-from scaletrain.launch import slurm
+from scaletrain.slurm import commands as slurm
 from tests.conftest import clean_environ
 from tests.support.netns import NodeNetwork, create_network, delete_network, node_command
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scaletrain.run_folder import RunFolder
+from scaletrain.core.run_folder import RunFolder
 from tests.conftest import REPO, scaletrain
 from tests.support.slurm_cluster import SlurmCluster
 

@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 import scaletrain as st
-from scaletrain.errors import ScaletrainError
+from scaletrain.core.errors import ScaletrainError
 from scaletrain.train.data import EpochSampler, EvalSampler, per_rank_batch_size
 
 

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,27 +28,47 @@ from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
-from scaletrain.checkpoint import handshake, rank_state
+from scaletrain.checkpoint import stop
 from scaletrain.checkpoint.layout import CheckpointStore, checkpoint_name
 from scaletrain.checkpoint.manifest import Position
-from scaletrain.checkpoint.policy import SavePolicy
 from scaletrain.checkpoint.resume import Resumed, load_newest
+from scaletrain.checkpoint.schedule import Ballot, SavePolicy, StepVote
+from scaletrain.checkpoint.state import (
+    HasState,
+    TrainingObjects,
+    capture_rank_state,
+    restore_random,
+    saved_loader_generator,
+)
 from scaletrain.checkpoint.stop import StopRequests, TrainingStopped
-from scaletrain.checkpoint.training_state import HasState, TrainingObjects
-from scaletrain.checkpoint.vote import Ballot, StepVote
 from scaletrain.checkpoint.writer import BackgroundWriter, SaveJob, SaveTarget, write_checkpoint
-from scaletrain.run_folder import RunFolder
-from scaletrain.runtime.process_group import current_env
+from scaletrain.core.run_folder import DEFAULT_RUNS_DIR, RunFolder, default_run_name
+from scaletrain.runtime.layout import DistEnv
+from scaletrain.runtime.process_group import current_env, new_group
 from scaletrain.train.data import EpochSampler
-from scaletrain.train.output import print0
+from scaletrain.train.ranks import print0
 
 Batch = TypeVar("Batch")
 
 
-def _gloo_group(world_size: int) -> dist.ProcessGroup | None:
-    """A CPU group of all ranks for checkpoint bookkeeping, apart from the training's
-    collectives (NCCL or gloo) and safe to use from a background thread."""
-    return dist.new_group(backend="gloo") if world_size > 1 else None
+def _bookkeeping_groups(
+    env: DistEnv, asynchronous: bool
+) -> tuple[dist.ProcessGroup | None, dist.ProcessGroup | None]:
+    """The groups of (the vote, the writer): the training's own group where that is safe, a
+    CPU group of their own only where needed, so that large jobs open as few sockets as
+    they can (a gloo group is a full mesh: N-1 connections per process).
+
+    The vote runs on the main thread between steps, in the same order on every rank, so the
+    default group serves it when that is gloo; NCCL would need a GPU tensor and a GPU sync.
+    A background writer runs its collectives from another thread, where sharing a group
+    with the main thread could interleave differently on different ranks: it gets a group
+    of its own. None means the default group.
+    """
+    if env.world_size == 1:
+        return None, None
+    side = None if env.backend == "gloo" else new_group(backend="gloo")
+    writer = new_group(backend="gloo") if asynchronous else side
+    return side, writer
 
 
 class Checkpointer:
@@ -100,15 +121,16 @@ class Checkpointer:
         self._policy = SavePolicy(every_steps=every_steps, every_minutes=every_minutes, keep=keep)
         self._asynchronous = asynchronous
         self._folder = self._choose_folder(run_dir)
+        vote_group, writer_group = _bookkeeping_groups(self._env, asynchronous)
         self._target = SaveTarget(
             store=CheckpointStore(self._folder.checkpoints),
             rank=self._env.rank,
             world_size=self._env.world_size,
-            group=_gloo_group(self._env.world_size),
+            group=writer_group,
             keep=self._policy.keep,
         )
         self._writer = BackgroundWriter(self._target)
-        self._vote = StepVote(_gloo_group(self._env.world_size), self._env.world_size)
+        self._vote = StepVote(vote_group, self._env.world_size, is_main=self._env.is_main)
         self._last_saved_step = -1
         self._last_save_time = time.monotonic()
         self._resume()
@@ -121,14 +143,22 @@ class Checkpointer:
     def _choose_folder(self, run_dir: str | Path | None) -> RunFolder:
         if run_dir is not None:
             return RunFolder(Path(run_dir))
-        folder = RunFolder.from_environ(os.environ)
-        if folder is None:
-            folder = RunFolder(Path("runs") / Path(sys.argv[0]).stem)
-            print0(
-                f"scaletrain: checkpoints go to {folder.checkpoints} (no run folder set: use "
-                "`scaletrain run --name`, a generated job, or Checkpointer(run_dir=...))",
-                file=sys.stderr,
-            )
+        if self._env.run_folder is not None:
+            return self._env.run_folder
+        # Started without scaletrain's launcher: a new run, named as `scaletrain run` names
+        # one; rank 0's clock decides, so that every rank writes into the same folder.
+        name = default_run_name(sys.argv[0], datetime.now()) if self._env.is_main else None
+        if self._env.world_size > 1:
+            box = [name]
+            dist.broadcast_object_list(box, src=0)
+            name = box[0]
+        folder = RunFolder(DEFAULT_RUNS_DIR / str(name))
+        print0(
+            f"scaletrain: checkpoints go to {folder.checkpoints} (no run folder set; to resume "
+            "a run, start it again with the same `scaletrain run --name`, in a generated job, "
+            "or with Checkpointer(run_dir=...))",
+            file=sys.stderr,
+        )
         return folder
 
     @property
@@ -140,7 +170,7 @@ class Checkpointer:
         if self._env.is_main:
             # Before any rank can write: rank 0's broadcast in load_newest waits for this.
             self._target.store.remove_unfinished()
-            previous_stop = handshake.clear_stop_files(self._folder)
+            previous_stop = stop.clear_stop_files(self._folder)
         resumed = load_newest(self._objects, self._target)
         if resumed is not None:
             self._continue_from(resumed, previous_stop)
@@ -152,11 +182,11 @@ class Checkpointer:
         self._last_saved_step = self.step
         self._pending_rank_state = resumed.rank_state
         if resumed.rank_state is not None:
-            rank_state.restore_random(resumed.rank_state, self._env.device)
+            restore_random(resumed.rank_state, self._env.device)
         saved_by = resumed.manifest.world_size
         if not self._env.is_main:
             return
-        handshake.record_resume(
+        stop.record_resume(
             self._folder,
             checkpoint=resumed.folder,
             position=position,
@@ -179,7 +209,7 @@ class Checkpointer:
             if self.epoch == epoch:  # the body did not finish a pass of `batches`
                 self.epoch, self._batches_in_epoch = epoch + 1, 0
         if self.enabled:
-            self._vote.result()  # settle the vote still in flight
+            self._vote.result(self.step)  # settle the vote still in flight
             self.save(reason="end")
             self._stop_requests.uninstall()
 
@@ -200,7 +230,7 @@ class Checkpointer:
         saved = self._pending_rank_state
         generator = getattr(loader, "generator", None)
         if isinstance(generator, torch.Generator) and self.enabled:
-            saved_generator = rank_state.loader_generator(saved) if saved else None
+            saved_generator = saved_loader_generator(saved) if saved else None
             if saved_generator is not None:
                 generator.set_state(saved_generator)
             self._loader_generator = generator
@@ -223,24 +253,27 @@ class Checkpointer:
             iterator = itertools.islice(iterator, skip, None)
         if saved is not None:
             # Again after iter(): where the saved run's generators were at this point.
-            rank_state.restore_random(saved, self._env.device)
+            restore_random(saved, self._env.device)
             self._pending_rank_state = None
         return iterator
 
     def _at_step_boundary(self) -> None:
-        agreed = self._vote.result()
+        agreed = self._vote.result(self.step)
         if agreed is not None and agreed.stop:
             self._stop(agreed.stop_reason)
         if self._policy.due_by_steps(self.step) or (agreed is not None and agreed.save_due):
             self._save(self._policy.reason(self.step), blocking=not self._asynchronous)
+        if not self._vote.due(self.step):
+            return
         is_main = self._env.is_main
         self._vote.start(
+            self.step,
             Ballot(
                 stop_signal=self._stop_requests.signal_number,
                 stop_file=is_main and self._stop_requests.file_seen(),
                 save_due=is_main
                 and self._policy.due_by_time(time.monotonic() - self._last_save_time),
-            )
+            ),
         )
 
     def save(self, *, reason: str = "save()") -> None:
@@ -260,7 +293,7 @@ class Checkpointer:
             position=self.position,
             reason=reason,
             state=self._objects.state_dict(),
-            rank_state=rank_state.capture(self._env.device, epoch_start),
+            rank_state=capture_rank_state(self._env.device, epoch_start),
         )
         if blocking:
             write_checkpoint(job, self._target)
@@ -273,13 +306,13 @@ class Checkpointer:
         """Save, tell the job script, and leave with exit code 0 on every rank."""
         self.save(reason=f"stop: {reason}")
         if self._env.is_main:
-            handshake.write_stopped(
+            stop.write_stopped(
                 self._folder,
                 position=self.position,
                 reason=reason,
                 checkpoint=self._target.store.root / checkpoint_name(self.step),
             )
-        if self._target.group is not None:
+        if self._env.world_size > 1:
             dist.barrier(group=self._target.group)  # nobody leaves before stopped.json exists
         self._stop_requests.uninstall()
         print0(

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scaletrain.errors import ScaletrainError
+from scaletrain.core.errors import ScaletrainError
 
 MANIFEST_NAME = "checkpoint.json"
 FORMAT_VERSION = 1

@@ -19,7 +19,6 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
-from scaletrain.checkpoint import rank_state
 from scaletrain.checkpoint.layout import files_of_rank
 from scaletrain.checkpoint.manifest import DamagedCheckpointError, Manifest, find_damage
 from scaletrain.checkpoint.safe_load import (
@@ -28,9 +27,9 @@ from scaletrain.checkpoint.safe_load import (
     SafeLoadPlanner,
     check_metadata,
 )
-from scaletrain.checkpoint.training_state import TrainingObjects
+from scaletrain.checkpoint.state import TrainingObjects, read_rank_state
 from scaletrain.checkpoint.writer import SaveTarget
-from scaletrain.errors import ScaletrainError
+from scaletrain.core.errors import ScaletrainError
 
 # Enough of a load error to name the mismatching keys without flooding the log.
 _ERROR_CHARS = 1500
@@ -116,7 +115,7 @@ def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
         return Resumed(
             folder=folder,
             manifest=Manifest.read(folder),
-            rank_state=rank_state.read(folder, target.rank),
+            rank_state=read_rank_state(folder, target.rank),
         )
     if names:
         raise ScaletrainError(

@@ -26,10 +26,10 @@ from torch.distributed.checkpoint.filesystem import FileSystemWriter
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from scaletrain import __version__
-from scaletrain.checkpoint import rank_state
 from scaletrain.checkpoint.layout import CheckpointStore, files_of_rank, rank_file
 from scaletrain.checkpoint.manifest import FileDigest, Manifest, Position, digest
 from scaletrain.checkpoint.safe_load import METADATA_NAME
+from scaletrain.checkpoint.state import write_rank_state
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,7 +41,7 @@ class SaveJob:
     state: dict[str, Any]
     """The DCP state dict (model, optimizer, extras)."""
     rank_state: dict[str, Any]
-    """This rank's random generators (rank_state.capture)."""
+    """This rank's random generators (state.capture_rank_state)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -101,7 +101,7 @@ def write_checkpoint(job: SaveJob, target: SaveTarget) -> Path | None:
     started = time.perf_counter()
     folder = target.store.partial(job.position.step)
     folder.mkdir(parents=True, exist_ok=True)
-    rank_state.write(folder, target.rank, job.rank_state)
+    write_rank_state(folder, target.rank, job.rank_state)
     metadata = dcp_save(
         job.state,
         storage_writer=FileSystemWriter(folder),

@@ -10,8 +10,8 @@ from typing import Any
 import typer
 
 from scaletrain import __version__
-from scaletrain.cli import console
-from scaletrain.errors import ScaletrainError
+from scaletrain.core import console
+from scaletrain.core.errors import ScaletrainError
 
 app = typer.Typer(
     name="scaletrain",

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import typer
 
-from scaletrain.cli import console
 from scaletrain.cli.common import DIAGNOSE_NPROC_OPTION, RUNS_DIR_OPTION
 from scaletrain.cli.local_launch import show_other_ranks, start_local
-from scaletrain.diagnose.bandwidth import parse_ops, parse_size
-from scaletrain.diagnose.bench_report import BENCH_JSON
+from scaletrain.core import console
+from scaletrain.diagnose.bench.bandwidth import parse_ops, parse_size
+from scaletrain.diagnose.bench.report import BENCH_JSON
 
 
 def bench(

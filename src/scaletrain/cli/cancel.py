@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scaletrain.cli import console
 from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, process_environ, submitted_run
-from scaletrain.launch import slurm
-from scaletrain.launch.jobs import record_job_event
+from scaletrain.core import console
+from scaletrain.slurm import commands as slurm
+from scaletrain.slurm.history import record_job_event
 
 
 def cancel(run_name: str | None = RUN_ARGUMENT, runs_dir: Path = RUNS_DIR_OPTION) -> None:

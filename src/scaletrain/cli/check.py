@@ -7,16 +7,18 @@ from typing import Any
 
 import typer
 
-from scaletrain.cli import console
 from scaletrain.cli.common import DIAGNOSE_NPROC_OPTION, RUNS_DIR_OPTION
 from scaletrain.cli.local_launch import show_other_ranks, start_local
-from scaletrain.diagnose import inputs as spec
-from scaletrain.diagnose.report import PREFLIGHT_JSON
+from scaletrain.core import console
+from scaletrain.core.variables import Variable
+from scaletrain.diagnose.preflight import inputs as spec
+from scaletrain.diagnose.preflight.report import PREFLIGHT_JSON
 
 
-def input_option(given: spec.Input) -> Any:
+def input_option(given: Variable) -> Any:
     """A preflight input as an option: empty means not given (then not checked or defaulted)."""
-    return typer.Option("", given.option, envvar=given.variable, help=given.help)
+    assert given.option is not None, f"{given.name} is not a preflight input"
+    return typer.Option("", given.option, envvar=given.name, help=given.help)
 
 
 def check(
@@ -39,12 +41,12 @@ def check(
     Example: [bold]scaletrain check --nproc 2[/bold]
     """
     given = {
-        spec.EXPECTED_CPU_MASKS.variable: expected_cpu_masks,
-        spec.EXPECTED_GPUS_PER_NODE.variable: expected_gpus_per_node,
-        spec.DATALOADER_WORKERS.variable: dataloader_workers,
-        spec.MIN_FREE_GB.variable: min_free_gb,
-        spec.RENDEZVOUS_TIMEOUT.variable: rendezvous_timeout,
-        spec.EXPECT_NET_PLUGIN.variable: expect_net_plugin,
+        spec.EXPECTED_CPU_MASKS.name: expected_cpu_masks,
+        spec.EXPECTED_GPUS_PER_NODE.name: expected_gpus_per_node,
+        spec.DATALOADER_WORKERS.name: dataloader_workers,
+        spec.MIN_FREE_GB.name: min_free_gb,
+        spec.RENDEZVOUS_TIMEOUT.name: rendezvous_timeout,
+        spec.EXPECT_NET_PLUGIN.name: expect_net_plugin,
     }
     variables = {variable: value for variable, value in given.items() if value}
     spec.read_inputs(variables)  # bad values fail here, once, not in every process

@@ -8,7 +8,6 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from scaletrain.cli import console
 from scaletrain.clusters import (
     ClusterProfile,
     ProfileError,
@@ -20,8 +19,9 @@ from scaletrain.clusters import (
 from scaletrain.clusters.billing import describe_rule
 from scaletrain.clusters.detect import draft_profile
 from scaletrain.clusters.slurm_time import describe_duration
-from scaletrain.errors import ScaletrainError
-from scaletrain.launch import slurm
+from scaletrain.core import console
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.slurm import commands as slurm
 
 clusters_app = typer.Typer(
     help=(

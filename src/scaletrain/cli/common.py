@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from scaletrain.launch.jobs import JobEvent, require_current_job
-from scaletrain.run_folder import RunFolder, find_run
+from scaletrain.core.run_folder import RunFolder, find_run
+from scaletrain.slurm.history import JobEvent, require_current_job
 
 RUNS_DIR_OPTION = typer.Option(
     Path("runs"), "--runs-dir", envvar="SCALETRAIN_RUNS_DIR", help="Where run folders live."

@@ -9,10 +9,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from scaletrain.cli import console
-from scaletrain.errors import ScaletrainError
-from scaletrain.launch.local import SEPARATOR
-from scaletrain.run_folder import RunFolder
+from scaletrain.core import console
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.local_run import SEPARATOR
 
 # Files in a run folder that hold output: Slurm's and per-rank logs, NCCL's debug files.
 _LOG_SUFFIXES = {".out", ".err", ".log", ".txt"}

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import typer
 
-from scaletrain.cli import console
 from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, process_environ, submitted_run
-from scaletrain.errors import ScaletrainError
-from scaletrain.launch import slurm
-from scaletrain.launch.follow import follow_job_output
-from scaletrain.launch.jobs import job_output_file
-from scaletrain.launch.slurm_output import JobInfo
+from scaletrain.core import console
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.slurm import commands as slurm
+from scaletrain.slurm.follow import follow_job_output
+from scaletrain.slurm.history import job_output_file
+from scaletrain.slurm.output import JobInfo
 
 
 def logs(

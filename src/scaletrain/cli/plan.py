@@ -9,10 +9,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from scaletrain.cli import console
 from scaletrain.cli.request_options import request_options
 from scaletrain.clusters import load_profile
-from scaletrain.clusters.slurm_time import describe_duration
+from scaletrain.clusters.slurm_time import describe_duration, format_slurm_time
+from scaletrain.core import console
+from scaletrain.launch.job_script import resource_options
 from scaletrain.planning import Plan, Request, plan_job
 
 
@@ -30,7 +31,8 @@ def plan(
     """
     decided = plan_job(request, load_profile(request.cluster, dict(os.environ)))
     if as_json:
-        print(json.dumps(decided.to_dict(), indent=2, ensure_ascii=False))
+        record = decided.to_dict() | {"sbatch_options": list(resource_options(decided))}
+        print(json.dumps(record, indent=2, ensure_ascii=False))
         return
     show_plan(decided)
 
@@ -43,6 +45,7 @@ def show_plan(decided: Plan) -> None:
         if decided.tasks_per_node == 1 and decided.gpus_per_node > 1
         else f"Slurm starts {decided.tasks_per_node} task(s) per node ({decided.mode})"
     )
+    time_limit = format_slurm_time(decided.time_seconds)
     rows = [
         ("partition", f"{decided.partition} ({decided.partition_reason})"),
         (
@@ -57,7 +60,7 @@ def show_plan(decided: Plan) -> None:
             if decided.memory_gb_per_node
             else "not requested (the site's default per GPU)",
         ),
-        ("time", f"{decided.time} ({describe_duration(decided.time_seconds)})"),
+        ("time", f"{time_limit} ({describe_duration(decided.time_seconds)})"),
     ]
     if decided.per_gpu_batch_size is not None:
         rows.append(
@@ -73,7 +76,7 @@ def show_plan(decided: Plan) -> None:
             (
                 "billing",
                 f"{billing.units_per_hour:g} {billing.unit} per hour = "
-                f"{billing.arithmetic}; {billing.total_units:g} for {decided.time}",
+                f"{billing.arithmetic}; {billing.total_units:g} for {time_limit}",
             )
         )
         rows.append(("rule", billing.rule))
@@ -88,7 +91,7 @@ def show_plan(decided: Plan) -> None:
     for label, text in rows:
         table.add_row(label, escape(text))
     console.console.print(table)
-    for option in decided.sbatch_options:
+    for option in resource_options(decided):
         console.console.print(f"#SBATCH {option}", markup=False, highlight=False)
     for warning in decided.warnings:
         console.warning(warning)

@@ -13,8 +13,8 @@ from typing import Any
 
 import typer
 
-from scaletrain.launch.modes import DEFAULT_MODE, launch_modes
 from scaletrain.planning import Request
+from scaletrain.planning.modes import DEFAULT_MODE, launch_modes
 
 
 def _request_parameters(

@@ -11,11 +11,11 @@ import typer
 from rich.table import Table
 
 from scaletrain.checkpoint.layout import CheckpointStore
-from scaletrain.cli import console
 from scaletrain.cli.common import RUNS_DIR_OPTION
 from scaletrain.cli.local_launch import show_other_ranks, start_local
-from scaletrain.launch.local import LocalRunResult
-from scaletrain.run_folder import RunFolder
+from scaletrain.core import console
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.local_run import LocalRunResult
 
 # A crashed or killed rank restarts the group this many times before the run fails.
 DEFAULT_MAX_RESTARTS = 3

@@ -9,12 +9,12 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from scaletrain.cli import console
 from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, process_environ, submitted_run
-from scaletrain.launch import slurm
-from scaletrain.launch.jobs import job_output_file, requeue_count
-from scaletrain.launch.slurm_output import JobInfo
-from scaletrain.progress_line import last_progress_line
+from scaletrain.core import console
+from scaletrain.core.progress_line import last_progress_line
+from scaletrain.slurm import commands as slurm
+from scaletrain.slurm.history import job_output_file, requeue_count
+from scaletrain.slurm.output import JobInfo
 
 
 def status(

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import typer
 
-from scaletrain.cli import console
 from scaletrain.cli.common import RUNS_DIR_OPTION, process_environ
 from scaletrain.cli.request_options import request_options
 from scaletrain.clusters import load_profile
-from scaletrain.launch.render import JobOptions, render_job_script
+from scaletrain.core import console
+from scaletrain.core.run_folder import RunFolder, default_run_name
+from scaletrain.launch.job_script import JobOptions, render_job_script
 from scaletrain.launch.shell_text import check_job_name
 from scaletrain.launch.submission import check_continuation, check_script, submit_job
 from scaletrain.planning import Request, plan_job
-from scaletrain.run_folder import RunFolder, default_run_name
 
 
 @request_options
@@ -61,7 +61,7 @@ def submit(
     Example: [bold]scaletrain submit -c lumi --gpus 16 -t 2:00:00 --name mnist train.py[/bold]
     """
     environ = process_environ()
-    run_name = name or default_run_name(Path(request.script), datetime.now())
+    run_name = name or default_run_name(request.script, datetime.now())
     check_job_name(run_name, "run name")
     folder = RunFolder(runs_dir / run_name)
     workdir = Path.cwd()

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from scaletrain.clusters.schema import ClusterProfile
-from scaletrain.errors import ScaletrainError
-from scaletrain.toml_text import TomlError, parse_toml
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.toml_text import TomlError, parse_toml
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable

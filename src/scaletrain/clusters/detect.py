@@ -20,8 +20,8 @@ import tomli_w
 
 from scaletrain.clusters.catalog import profile_from_text
 from scaletrain.clusters.slurm_time import parse_slurm_time
-from scaletrain.errors import ScaletrainError
-from scaletrain.launch.slurm_output import Node, Partition
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.slurm.output import SlurmNode, SlurmPartition
 
 # gpu[:type]:count inside a Gres string such as "gpu:v100:4(S:0-1),nvme:3600".
 _GPU_GRES = re.compile(r"(?:^|,)gpu(?::(?P<type>[A-Za-z0-9_.-]+))?:(?P<count>\d+)")
@@ -56,7 +56,7 @@ class DraftProfile:
     """Partitions left out because their nodes differ, with their node type."""
 
 
-def node_type(node: Node) -> NodeType:
+def node_type(node: SlurmNode) -> NodeType:
     match = _GPU_GRES.search(node.gres)
     memory_mb = node.real_memory_mb
     return NodeType(
@@ -89,7 +89,7 @@ def _toml_value(value: Any) -> str:
 
 
 def draft_profile(
-    name: str, partitions: Sequence[Partition], nodes: Sequence[Node]
+    name: str, partitions: Sequence[SlurmPartition], nodes: Sequence[SlurmNode]
 ) -> DraftProfile:
     """A profile for the most common kind of GPU node (any node on a CPU-only site)."""
     if not nodes or not partitions:
@@ -100,7 +100,7 @@ def draft_profile(
     types = {node.name: node_type(node) for node in nodes}
     gpu_nodes = [kind for kind in types.values() if kind.gpus]
     chosen = Counter(gpu_nodes or types.values()).most_common(1)[0][0]
-    kept: list[Partition] = []
+    kept: list[SlurmPartition] = []
     skipped: list[str] = []
     for partition in partitions:
         members = [types[node.name] for node in nodes if partition.name in node.partitions]

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator,
 
 from scaletrain.clusters.billing import BillingRule
 from scaletrain.clusters.slurm_time import parse_slurm_time
-from scaletrain.errors import ScaletrainError
+from scaletrain.core.errors import ScaletrainError
 
 _HEX_MASK = re.compile(r"^0x[0-9a-fA-F]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

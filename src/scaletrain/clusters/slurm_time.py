@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from scaletrain.errors import ScaletrainError
+from scaletrain.core.errors import ScaletrainError
 
 # sbatch accepts "M", "M:S", "H:M:S", "D-H", "D-H:M" and "D-H:M:S" (man sbatch, --time).
 _WITH_DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
-from scaletrain.errors import ScaletrainError
+from scaletrain.core.errors import ScaletrainError
 
 # `--key` or `--key=value`, with only characters that sbatch reads as one word and that
 # cannot end the `#SBATCH` comment: time 1-00:00:00, gres gpu:v100:4, signal B:USR1@300,

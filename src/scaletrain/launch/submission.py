@@ -10,11 +10,11 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from scaletrain.errors import ScaletrainError
-from scaletrain.launch import slurm
-from scaletrain.launch.jobs import current_job, read_job_events, record_job_event
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.run_folder import RunFolder
 from scaletrain.planning import Plan, read_plan, write_plan
-from scaletrain.run_folder import RunFolder
+from scaletrain.slurm import commands as slurm
+from scaletrain.slurm.history import current_job, read_job_events, record_job_event
 
 # Plan fields that follow from the others: shown only when nothing else differs.
 _DERIVED = frozenset(

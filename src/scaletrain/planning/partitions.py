@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from scaletrain.clusters.schema import ClusterProfile
 from scaletrain.clusters.slurm_time import describe_duration, format_slurm_time
-from scaletrain.errors import ScaletrainError
+from scaletrain.core.errors import ScaletrainError
 from scaletrain.planning.request import Request
 
 # Alternatives offered in one hint: enough to choose from, few enough to read.

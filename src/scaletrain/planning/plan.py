@@ -10,8 +10,8 @@ from typing import Any
 
 import tomli_w
 
-from scaletrain.errors import ScaletrainError
-from scaletrain.toml_text import TomlError, parse_toml
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.toml_text import TomlError, parse_toml
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -50,11 +50,13 @@ class Plan:
     """Cores for each training process; OMP_NUM_THREADS is set to this."""
     memory_gb_per_node: int | None = None
     """None: no --mem is written and the site's default applies."""
-    time: str
-    """Slurm time limit, e.g. 2:00:00."""
     time_seconds: int
-    sbatch_options: tuple[str, ...] = ()
-    """Resource options in order, each written as `#SBATCH <option>`."""
+    """The time limit."""
+    exclusive: bool = False
+    """The job must hold its nodes alone (sites that need --exclusive for whole nodes)."""
+    gpu_request: str | None = None
+    """How the site asks for GPUs per node, from its profile: `--gres=gpu:v100:{gpus}`;
+    None on a CPU-only cluster."""
     environment: dict[str, str] = field(default_factory=dict)
     """Variables the job exports before starting training (network settings, OMP_NUM_THREADS)."""
     cpu_masks: tuple[str, ...] = ()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from scaletrain.clusters.billing import Allocation, describe_rule
 from scaletrain.clusters.schema import ClusterProfile
-from scaletrain.clusters.slurm_time import format_slurm_time, parse_slurm_time
-from scaletrain.errors import ScaletrainError
-from scaletrain.launch.modes import launch_mode
+from scaletrain.clusters.slurm_time import parse_slurm_time
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.planning.modes import launch_mode
 from scaletrain.planning.partitions import Shape, choose_partition, shape_for
 from scaletrain.planning.plan import BillingEstimate, Plan
 from scaletrain.planning.request import Request
@@ -40,7 +39,7 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
     allocation = _allocation(profile, shape, per_gpu)
     billing = _estimate(profile, partition, allocation, time_seconds)
     warnings.extend(_above_fair_share(profile, partition, shape, per_gpu, billing))
-    decided = Plan(
+    return Plan(
         cluster=profile.name,
         accelerator=profile.node.accelerator,
         partition=partition,
@@ -52,8 +51,9 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
         cpus_per_task=allocation.cores_per_node // tasks_per_node,
         cpus_per_gpu=per_gpu.cores,
         memory_gb_per_node=allocation.memory_gb_per_node,
-        time=format_slurm_time(time_seconds),
         time_seconds=time_seconds,
+        exclusive=profile.partitions[partition].exclusive,
+        gpu_request=profile.slurm.gpu_request,
         environment={**profile.environment, "OMP_NUM_THREADS": str(per_gpu.cores)},
         # Masks name fixed cores; only a whole node is sure to hold them.
         cpu_masks=profile.node.cpu_masks if shape.gpus_per_node == profile.node.gpus else (),
@@ -70,7 +70,6 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
         billing=billing,
         warnings=tuple(warnings),
     )
-    return dataclasses.replace(decided, sbatch_options=_sbatch_options(decided, profile))
 
 
 def _per_gpu(
@@ -186,23 +185,3 @@ def _per_gpu_batch_size(request: Request, gpus: int) -> int | None:
         f"({batch / step:g} samples each).",
         f"use --global-batch-size {sizes}, or a GPU count that divides {batch // accumulation}.",
     )
-
-
-def _sbatch_options(plan: Plan, profile: ClusterProfile) -> tuple[str, ...]:
-    """The plan's resources as sbatch options, in the order the sites' examples use."""
-    options = [
-        f"--partition={plan.partition}",
-        f"--nodes={plan.nodes}",
-        f"--ntasks-per-node={plan.tasks_per_node}",
-        f"--cpus-per-task={plan.cpus_per_task}",
-    ]
-    if profile.slurm.gpu_request is not None:
-        options.append(profile.slurm.gpu_request.format(gpus=plan.gpus_per_node))
-    if plan.memory_gb_per_node is not None:
-        options.append(f"--mem={plan.memory_gb_per_node}G")  # per node (001: "--mem is per node")
-    options.append(f"--time={plan.time}")
-    if profile.partitions[plan.partition].exclusive:
-        options.append("--exclusive")
-    if plan.account is not None:
-        options.append(f"--account={plan.account}")
-    return tuple(options)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scaletrain.errors import ScaletrainError
-from scaletrain.launch.modes import DEFAULT_MODE
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.planning.modes import DEFAULT_MODE
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from scaletrain.errors import LaunchEnvironmentError
+from scaletrain.core.errors import LaunchEnvironmentError
 from scaletrain.runtime.layout import ProcessLayout
 
 # Slurm sets ROCR_VISIBLE_DEVICES on LUMI; HIP_ and CUDA_ are set by users and containers.

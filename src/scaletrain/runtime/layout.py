@@ -1,11 +1,18 @@
-"""Where a process sits in a distributed job, as read from its launcher's environment."""
+"""Where a process sits in a distributed job: its launcher's layout, its cores, and the
+DistEnv that `st.init()` decides from them."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from scaletrain.errors import LaunchEnvironmentError
+from scaletrain.core.errors import LaunchEnvironmentError
+from scaletrain.core.run_folder import RunFolder
+
+if TYPE_CHECKING:
+    import torch
 
 # torchrun's own default; used only where no launcher says otherwise.
 DEFAULT_MASTER_PORT = 29500
@@ -102,3 +109,55 @@ def check_layout(layout: ProcessLayout, names: VariableNames) -> ProcessLayout:
             "choose a port between 1024 and 65535, e.g. 29500.",
         )
     return layout
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DistEnv(ProcessLayout):
+    """A process's layout (rank, group sizes, rendezvous address) plus its device, backend
+    and CPU share, as decided by scaletrain.init()."""
+
+    device: torch.device
+    backend: str
+    """torch.distributed backend: nccl (RCCL on ROCm) for GPUs, gloo for CPU."""
+    cpu_count: int
+    """CPU cores this process may use: sizes DataLoader workers and threads."""
+    run_folder: RunFolder | None = None
+    """Where this run's checkpoints, metrics and reports go: the folder `scaletrain run` or
+    a generated job chose (SCALETRAIN_RUN_DIR); None when started some other way."""
+
+    @property
+    def is_main(self) -> bool:
+        """True on global rank 0, the process that prints and writes shared files."""
+        return self.rank == 0
+
+    @property
+    def is_distributed(self) -> bool:
+        return self.world_size > 1
+
+    def describe(self) -> str:
+        """One line for logs: who launched how many processes where."""
+        nodes = f"{self.num_nodes} node" + ("s" if self.num_nodes != 1 else "")
+        return (
+            f"{self.world_size} process(es) on {nodes} via {self.launcher}, "
+            f"backend {self.backend}, rank {self.rank} on {self.device}"
+        )
+
+
+# Launchers that start one task per rank, each with a CPU allocation of its own.
+_PER_TASK_LAUNCHERS = ("slurm", "mpi")
+
+
+def allowed_cpus() -> int:
+    """Cores this process may run on (its affinity mask), not the cores of the machine."""
+    return len(os.sched_getaffinity(0))
+
+
+def cpus_per_process(layout: ProcessLayout, environ: Mapping[str, str], allowed: int) -> int:
+    """This rank's share of cores: its own task's under srun/mpirun, else an equal share of
+    the cores that all local ranks of torchrun inherit from the one launcher process."""
+    if layout.launcher in _PER_TASK_LAUNCHERS:
+        # Without CPU binding (TaskPlugin=task/none) every task sees the whole node, so
+        # Slurm's allocation is the better bound.
+        per_task = read_optional_int(environ, "SLURM_CPUS_PER_TASK")
+        return max(1, min(allowed, per_task) if per_task else allowed)
+    return max(1, allowed // layout.local_world_size)

@@ -7,16 +7,19 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import fields
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
-from scaletrain.errors import ScaletrainError
-from scaletrain.runtime.cpus import allowed_cpus, cpus_per_process
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.run_folder import RunFolder
 from scaletrain.runtime.device import DeviceChoice, backend_for, choose_device
-from scaletrain.runtime.dist_env import DistEnv
 from scaletrain.runtime.launchers import detect_layout
-from scaletrain.runtime.layout import ProcessLayout
+from scaletrain.runtime.layout import DistEnv, ProcessLayout, allowed_cpus, cpus_per_process
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
 
 logger = logging.getLogger("scaletrain")
 
@@ -107,6 +110,7 @@ def init(
         device=torch_device,
         backend=backend,
         cpu_count=cpus_per_process(layout, environ, allowed_cpus()),
+        run_folder=RunFolder.from_environ(environ),
     )
     if _current.is_main:
         print(f"scaletrain: {_current.describe()}", file=sys.stderr, flush=True)
@@ -121,6 +125,26 @@ def current_env() -> DistEnv:
             "call `env = scaletrain.init()` at the start of your training script.",
         )
     return _current
+
+
+def new_group(
+    ranks: Sequence[int] | None = None, *, backend: str | None = None
+) -> ProcessGroup | None:
+    """A process group of `ranks` (all by default): collective, every rank must call it; None
+    on ranks outside the group."""
+    import torch.distributed as dist
+
+    group = dist.new_group(list(ranks) if ranks is not None else None, backend=backend)
+    return group if isinstance(group, dist.ProcessGroup) else None
+
+
+def all_gather_objects(value: Any) -> list[Any]:
+    """Every rank's `value` (picklable), in rank order, on every rank."""
+    import torch.distributed as dist
+
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
 
 
 def _release_process_group() -> None:

@@ -11,8 +11,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 from torch.utils.data.distributed import DistributedSampler
 
-from scaletrain.errors import ScaletrainError
-from scaletrain.runtime.dist_env import DistEnv
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.runtime.layout import DistEnv
 from scaletrain.runtime.process_group import current_env
 
 # More workers rarely help a single GPU and each one costs memory.

@@ -8,7 +8,7 @@ from typing import Any, cast
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from scaletrain.runtime.dist_env import DistEnv
+from scaletrain.runtime.layout import DistEnv
 from scaletrain.runtime.process_group import current_env
 
 # PyTorch's SyncBatchNorm runs only on these device types.

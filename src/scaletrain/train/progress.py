@@ -8,17 +8,17 @@ ranks and all steps since the last line.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from scaletrain.progress_line import format_progress_line, format_value
-from scaletrain.run_folder import RunFolder
+from scaletrain.core.progress_line import format_progress_line, format_value
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.runtime.process_group import current_env
 from scaletrain.train.metrics import Number, mean_over_ranks
-from scaletrain.train.output import is_main_process, print0
+from scaletrain.train.ranks import is_main_process, print0
 
 # About this many progress lines per run by default: enough to see a trend, few enough to read.
 _LINES_PER_RUN = 20
@@ -41,8 +41,10 @@ class Progress:
         self.every = every or max(1, total_steps // _LINES_PER_RUN)
         self.step = start_step
         self._start_step = start_step
-        self._folder = run_folder or RunFolder.from_environ(os.environ)
-        self._sums: dict[str, torch.Tensor] = {}
+        self._folder = run_folder or current_env().run_folder
+        # Running sums since the last report: tensors stay where they live (no GPU sync per
+        # step) and are added in place; plain numbers stay Python floats.
+        self._sums: dict[str, torch.Tensor | float] = {}
         self._count = 0
         self._started = time.perf_counter()
         self._interval_started = self._started
@@ -55,9 +57,14 @@ class Progress:
         self._interval_steps += 1
         self._epoch = epoch if epoch is not None else self._epoch
         for name, value in metrics.items():
-            value = value.detach() if isinstance(value, torch.Tensor) else torch.tensor(value)
-            previous = self._sums.get(name)
-            self._sums[name] = value.double() if previous is None else previous + value
+            total = self._sums.get(name)
+            if isinstance(value, torch.Tensor):
+                if isinstance(total, torch.Tensor):
+                    total.add_(value.detach())
+                else:  # the first tensor since the last report; float64: a sum of many steps
+                    self._sums[name] = value.detach().to(torch.float64, copy=True).add_(total or 0)
+            else:
+                self._sums[name] = (total or 0.0) + value
         self._count += 1
         if self.step % self.every == 0 or self.step == self.total_steps:
             self._report()

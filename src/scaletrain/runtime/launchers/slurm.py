@@ -6,7 +6,8 @@ from collections.abc import Mapping
 
 import hostlist
 
-from scaletrain.errors import LaunchEnvironmentError
+from scaletrain.core.errors import LaunchEnvironmentError
+from scaletrain.core.job_port import port_for_job
 from scaletrain.runtime.layout import (
     DEFAULT_MASTER_PORT,
     ProcessLayout,
@@ -18,16 +19,6 @@ from scaletrain.runtime.layout import (
 )
 
 NAMES = VariableNames(rank="SLURM_PROCID", world_size="SLURM_NTASKS", local_rank="SLURM_LOCALID")
-
-# Ports below Linux's ephemeral range (32768+) so that a derived port is rarely taken.
-# Generated job scripts compute the same port in shell from these two numbers.
-JOB_PORT_BASE = 20000
-JOB_PORT_SPAN = 10000
-
-
-def port_for_job(job_id: int) -> int:
-    """A rendezvous port derived from the job id, so two jobs sharing a node do not collide."""
-    return JOB_PORT_BASE + job_id % JOB_PORT_SPAN
 
 
 def nodelist(environ: Mapping[str, str]) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from scaletrain.errors import LaunchEnvironmentError
+from scaletrain.core.errors import LaunchEnvironmentError
 from scaletrain.runtime.launchers import slurm
 from scaletrain.runtime.layout import (
     DEFAULT_MASTER_PORT,

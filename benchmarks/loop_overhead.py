@@ -1,0 +1,204 @@
+"""Benchmark: the training loop exactly as the README teaches it, against the same loop in
+raw PyTorch DDP, in one run; and how its per-step overhead grows with the number of ranks.
+
+    python benchmarks/loop_overhead.py                  # 2, 4, 8 and 16 local ranks
+    python benchmarks/loop_overhead.py --nproc 2 4      # some of them
+
+For each size it starts `torchrun --standalone --nproc-per-node=N` on this file. Each rank
+builds three loops over the same tiny MLP and data (a step of a few milliseconds, so that any
+cost per step shows):
+
+- raw:       DDP + DistributedSampler; the loss all_reduced every EVERY steps for printing;
+- init+wrap: `st.init()`, `st.wrap`, `st.loader`, otherwise the raw loop;
+- readme:    the README's loop: `st.Checkpointer` (`ckpt.epochs`/`ckpt.batches`, saves every
+             30 minutes, i.e. never here) and `st.Progress` with `progress.update(loss=loss)`
+             at every step.
+
+Rounds alternate the loops, so that drift of the shared machine hits all alike; the result per
+size is the median of each round's median step time, the ratio to raw, and the overhead per
+step in microseconds (readme - raw). Results: benchmarks/results/loop_overhead.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import save, spread  # noqa: E402
+
+# 2 ranks x 32 samples; 32 inputs -> 64 -> 10 classes: a step of a few ms on one core.
+GLOBAL_BATCH_PER_RANK, FEATURES, HIDDEN, CLASSES, SAMPLES = 32, 32, 64, 10, 32 * 16 * 64
+ROUNDS, WARMUP_STEPS, STEPS_PER_ROUND, EVERY = 5, 50, 300, 50
+SIZES = (2, 4, 8, 16)
+LOOPS = ("raw", "init+wrap", "readme")
+
+
+def run_size(nproc: int, steps: int, rounds: int) -> dict[str, object]:
+    """One torchrun launch of this file with `nproc` ranks; rank 0's measurements."""
+    with tempfile.TemporaryDirectory(prefix="loop-overhead-") as folder:
+        out = Path(folder) / "result.json"
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={nproc}",
+            str(Path(__file__).resolve()),
+            "--worker",
+            f"--out={out}",
+            f"--steps={steps}",
+            f"--rounds={rounds}",
+            f"--run-dir={Path(folder) / 'run'}",
+        ]
+        environ = {**os.environ, "OMP_NUM_THREADS": "1"}
+        environ = {name: value for name, value in environ.items() if "SCALETRAIN" not in name}
+        subprocess.run(command, check=True, env=environ, timeout=3600)
+        result: dict[str, object] = json.loads(out.read_text())
+        return result
+
+
+def worker(out: Path, steps: int, rounds: int, run_dir: Path) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    import scaletrain as st
+
+    env = st.init()  # the group every loop finds already initialized
+    world = env.world_size
+    global_batch = GLOBAL_BATCH_PER_RANK * world
+
+    def data() -> TensorDataset:
+        generator = torch.Generator().manual_seed(0)
+        inputs = torch.randn(SAMPLES, FEATURES, generator=generator)
+        return TensorDataset(inputs, torch.randint(0, CLASSES, (SAMPLES,), generator=generator))
+
+    def model() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, CLASSES))
+
+    def step(net: nn.Module, optimizer: torch.optim.Optimizer, batch: list) -> torch.Tensor:  # type: ignore[type-arg]
+        inputs, targets = batch
+        loss = nn.functional.cross_entropy(net(inputs), targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    def report(step_number: int, loss: torch.Tensor) -> None:
+        # What a raw loop does to print a loss: an all_reduce every EVERY steps.
+        if step_number % EVERY == 0:
+            reported = loss.detach().clone()
+            dist.all_reduce(reported)
+
+    def raw_loop() -> Iterator[None]:
+        net = nn.parallel.DistributedDataParallel(model())
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+        sampler = DistributedSampler(data(), drop_last=True)
+        loader = DataLoader(data(), batch_size=global_batch // world, sampler=sampler)
+        number = 0
+        for epoch in range(10**9):
+            sampler.set_epoch(epoch)
+            for batch in loader:
+                number += 1
+                report(number, step(net, optimizer, batch))
+                yield
+
+    def init_wrap_loop() -> Iterator[None]:
+        net = st.wrap(model())
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+        loader = st.loader(data(), global_batch_size=global_batch)
+        number = 0
+        for _ in range(10**9):
+            for batch in loader:
+                number += 1
+                report(number, step(net, optimizer, batch))
+                yield
+
+    def readme_loop() -> Iterator[None]:
+        net = st.wrap(model())
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+        loader = st.loader(data(), global_batch_size=global_batch)
+        ckpt = st.Checkpointer(model=net, optimizer=optimizer, run_dir=run_dir)
+        progress = st.Progress(10**9, samples_per_step=global_batch, every=EVERY)
+        for epoch in ckpt.epochs(10**9):
+            for batch in ckpt.batches(loader):
+                loss = step(net, optimizer, batch)
+                progress.update(epoch=epoch, loss=loss)
+                yield
+
+    def timed(loop: Iterator[None], count: int) -> float:
+        """Median seconds per step over `count` steps, ranks starting together."""
+        dist.barrier()
+        times = []
+        for _ in range(count):
+            started = time.perf_counter()
+            next(loop)
+            times.append(time.perf_counter() - started)
+        return statistics.median(times)
+
+    loops = {"raw": raw_loop(), "init+wrap": init_wrap_loop(), "readme": readme_loop()}
+    for loop in loops.values():
+        timed(loop, WARMUP_STEPS)
+    medians: dict[str, list[float]] = {name: [] for name in loops}
+    names = list(loops)
+    for number in range(rounds):
+        for name in names[number % len(names) :] + names[: number % len(names)]:
+            medians[name].append(timed(loops[name], steps))
+    if env.is_main:
+        out.write_text(json.dumps(medians))
+    st.shutdown()
+
+
+def summary(medians: dict[str, list[float]]) -> dict[str, object]:
+    raw = statistics.median(medians["raw"])
+    return {
+        "step_time_s": {name: spread(values) for name, values in medians.items()},
+        "ratio_to_raw": {name: statistics.median(values) / raw for name, values in medians.items()},
+        "overhead_per_step_us": {
+            name: (statistics.median(values) - raw) * 1e6 for name, values in medians.items()
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nproc", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--steps", type=int, default=STEPS_PER_ROUND, help="steps per round")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--run-dir", type=Path, help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.worker:
+        worker(options.out, options.steps, options.rounds, options.run_dir)
+        return
+    by_size = {}
+    for nproc in options.nproc:
+        print(f"loop_overhead: {nproc} ranks ...", file=sys.stderr, flush=True)
+        by_size[str(nproc)] = summary(run_size(nproc, options.steps, options.rounds))
+        print(json.dumps(by_size[str(nproc)]["ratio_to_raw"]), file=sys.stderr, flush=True)
+    record = {
+        "benchmark": "loop_overhead",
+        "machine": f"{os.cpu_count()} cores, gloo on CPU, OMP_NUM_THREADS=1",
+        "rounds": options.rounds,
+        "steps_per_round": options.steps,
+        "by_world_size": by_size,
+    }
+    print(f"saved {save('loop_overhead', record)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Every environment variable that scaletrain sets or reads for itself, and why (variables.toml).
+
+Code names a variable through the constants below; its meaning (the comment of its `export`
+line in a job, the option that overrides it) is read from the one table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+
+from scaletrain.core.toml_text import parse_toml
+
+RUN_DIR = "SCALETRAIN_RUN_DIR"
+"""The run folder, set by `scaletrain run` and generated jobs, read once by `st.init()`."""
+EXPECTED_CPU_MASKS = "SCALETRAIN_EXPECTED_CPU_MASKS"
+EXPECTED_GPUS_PER_NODE = "SCALETRAIN_EXPECTED_GPUS_PER_NODE"
+DATALOADER_WORKERS = "SCALETRAIN_DATALOADER_WORKERS"
+MIN_FREE_GB = "SCALETRAIN_MIN_FREE_GB"
+RENDEZVOUS_TIMEOUT = "SCALETRAIN_RENDEZVOUS_TIMEOUT"
+EXPECT_NET_PLUGIN = "SCALETRAIN_EXPECT_NET_PLUGIN"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Variable:
+    """One row of variables.toml."""
+
+    name: str
+    why: str
+    """Why a job exports it: the comment above its `export` line."""
+    option: str | None = None
+    """The command-line option that overrides it (preflight inputs only)."""
+    help: str = ""
+
+
+@cache
+def variable_table() -> dict[str, Variable]:
+    """Every row of variables.toml, by variable name."""
+    table = parse_toml((files("scaletrain.core") / "variables.toml").read_text("utf-8"))
+    return {name: Variable(name=name, **row) for name, row in table.items()}
+
+
+def reason(name: str) -> str | None:
+    """Why a job exports `name`; None for variables the table does not know (a profile's)."""
+    row = variable_table().get(name)
+    return row.why if row else None

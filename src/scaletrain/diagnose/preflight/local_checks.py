@@ -1,0 +1,165 @@
+"""Checks one rank makes about itself before joining the group: launcher, CPU affinity,
+threads, network interfaces, run folder. Each takes what it compares as arguments."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
+
+from scaletrain.core.errors import LaunchEnvironmentError
+from scaletrain.diagnose.preflight.results import CheckResult, compact_list, fail, ok, skip, warn
+from scaletrain.runtime.launchers import detect_layout
+from scaletrain.runtime.layout import ProcessLayout
+
+
+def cpus_of_mask(mask: int) -> set[int]:
+    return {bit for bit in range(mask.bit_length()) if mask >> bit & 1}
+
+
+def check_launcher(environ: Mapping[str, str]) -> tuple[CheckResult, ProcessLayout | None]:
+    """Which launcher started this process and where it puts the process."""
+    try:
+        layout = detect_layout(environ)
+    except LaunchEnvironmentError as error:
+        return fail("launcher", error.problem, error.hint), None
+    seen = (
+        f"{layout.launcher}: rank {layout.rank}/{layout.world_size}, "
+        f"local {layout.local_rank}/{layout.local_world_size}, "
+        f"node {layout.node_rank}/{layout.num_nodes}, "
+        f"master {layout.master_addr}:{layout.master_port}"
+    )
+    return ok("launcher", seen), layout
+
+
+def check_affinity(
+    cpus: Collection[int], gpu_index: int | None, local_rank: int, masks: tuple[int, ...] | None
+) -> CheckResult:
+    """This rank's cores against the expected mask of its GPU (of its local rank on CPUs)."""
+    name, have = "cpu-affinity", set(cpus)
+    if masks is None:
+        return skip(name, f"cores {compact_list(have)} (no expected masks given)")
+    index, what = (gpu_index, f"GPU {gpu_index}") if gpu_index is not None else (local_rank, "")
+    what = what or f"local rank {local_rank}"
+    if index >= len(masks):
+        return fail(
+            name,
+            f"no expected CPU mask for {what}: {len(masks)} mask(s) given",
+            "give one mask per GPU of the node (the cluster profile's list)",
+        )
+    expected = cpus_of_mask(masks[index])
+    seen = f"cores {compact_list(have)}; {what} is nearest to {compact_list(expected)}"
+    bind = "bind each task to its GPU's cores: srun --cpu-bind=mask_cpu:" + ",".join(
+        hex(mask) for mask in masks
+    )
+    if have == expected:
+        return ok(name, seen)
+    if have > expected:
+        return warn(name, f"not bound: {seen}", bind)
+    return fail(name, seen, bind)
+
+
+def check_threads(
+    *, torch_threads: int, omp_variable: str | None, cores: int, workers: int | None
+) -> CheckResult:
+    """Compute threads and DataLoader workers must fit the cores this rank may use."""
+    name = "threads"
+    omp = f"OMP_NUM_THREADS={omp_variable}" if omp_variable else "OMP_NUM_THREADS unset"
+    seen = f"{torch_threads} torch thread(s) ({omp}) on {cores} core(s)"
+    if workers is not None:
+        seen += f", {workers} DataLoader worker(s)"
+    if torch_threads > cores:
+        return fail(
+            name,
+            seen,
+            f"export OMP_NUM_THREADS={cores} (the cores of one rank: SLURM_CPUS_PER_TASK "
+            "under srun, cores / processes per node under torchrun)",
+        )
+    if workers and workers + 1 > cores:
+        return fail(
+            name,
+            seen + ": workers and the training loop need more cores than the rank has",
+            f"use at most {max(cores - 1, 0)} DataLoader worker(s) per rank, or ask for more "
+            "--cpus-per-task (scaletrain.loader picks cores - 1 by itself)",
+        )
+    return ok(name, seen)
+
+
+def _matches(pattern: str, interface: str) -> bool:
+    """NCCL's rule: '=eth0' is exact, 'eth' is a prefix."""
+    return interface == pattern[1:] if pattern.startswith("=") else interface.startswith(pattern)
+
+
+def select_interfaces(value: str, interfaces: Iterable[str], *, exact: bool = False) -> list[str]:
+    """The interfaces a NCCL_SOCKET_IFNAME-style value selects ('^' excludes)."""
+    exclude = value.startswith("^")
+    patterns = [p for p in value.lstrip("^").split(",") if p]
+    if exact:
+        patterns = [f"={p.lstrip('=')}" for p in patterns]
+    chosen = [i for i in interfaces if any(_matches(p, i) for p in patterns)]
+    return [i for i in interfaces if i not in chosen] if exclude else chosen
+
+
+def interface_is_up(interface: str) -> bool:
+    state = Path("/sys/class/net", interface, "operstate")
+    # Loopback and some virtual interfaces report 'unknown' while they work.
+    return not state.is_file() or state.read_text().strip() in ("up", "unknown")
+
+
+def check_socket_interfaces(variable: str, value: str, *, exact: bool = False) -> CheckResult:
+    """NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME must name interfaces this node has, up."""
+    name, host = variable.lower().replace("_", "-"), socket.gethostname()
+    if not value:
+        return skip(name, f"{variable} unset: the library picks an interface itself")
+    present = [interface for _, interface in socket.if_nameindex()]
+    chosen = select_interfaces(value, present, exact=exact)
+    fix = (
+        f"set {variable} to interfaces this node has (LUMI's Slingshot: hsn0,hsn1,hsn2,hsn3), "
+        "or unset it"
+    )
+    if not chosen:
+        return fail(
+            name,
+            f"{variable}={value} matches no interface of {host} (it has {', '.join(present)})",
+            fix,
+        )
+    down = [interface for interface in chosen if not interface_is_up(interface)]
+    if len(down) == len(chosen):
+        return fail(name, f"{variable}={value} selects {', '.join(chosen)}, all down", fix)
+    return ok(name, f"{variable}={value} selects {', '.join(chosen)}")
+
+
+def check_run_folder_writable(root: Path | None) -> CheckResult:
+    """Every rank may write logs, metrics and checkpoint shards into the run folder."""
+    name = "run-folder"
+    if root is None:
+        return skip(name, "no run folder (SCALETRAIN_RUN_DIR unset)")
+    probe = root / f".preflight-{socket.gethostname()}-{os.getpid()}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as error:
+        return fail(
+            name,
+            f"cannot write to {root}: {error.strerror or error}",
+            "put runs where every node can write (--runs-dir on project or scratch space)",
+        )
+    return ok(name, f"{root} is writable")
+
+
+def check_free_space(root: Path | None, min_free_bytes: int) -> CheckResult:
+    """Room for checkpoints on the run folder's file system."""
+    name = "free-space"
+    if root is None:
+        return skip(name, "no run folder (SCALETRAIN_RUN_DIR unset)")
+    existing = next((p for p in (root, *root.parents) if p.exists()), Path("/"))
+    free = shutil.disk_usage(existing).free
+    seen = f"{free / 1e9:,.1f} GB free (need {min_free_bytes / 1e9:g} GB)"
+    if free < min_free_bytes:
+        return fail(
+            name, seen, "free space or move --runs-dir to a file system with room (scratch)"
+        )
+    return ok(name, seen)

@@ -1,0 +1,259 @@
+"""A Plan becomes an sbatch script: templates/<mode>.sbatch.j2 inside templates/job.sbatch.j2.
+
+The skeleton (job.sbatch.j2) writes what every job has: #SBATCH lines (all of them from
+`sbatch_options` here), software (modules or a container), exported variables, the preflight
+check, training in the background with the graceful-stop trap, and the requeue. The launch
+mode's template writes its launch line. Every value is shell-quoted as it is written (see
+shell_text.py); only template code is not.
+"""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import jinja2
+
+from scaletrain import __version__
+from scaletrain.clusters.slurm_time import format_slurm_time
+from scaletrain.core import variables
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.job_port import JOB_PORT_BASE, JOB_PORT_SPAN
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.shell_text import (
+    check_job_name,
+    finalize,
+    one_line,
+    sbatch_option,
+    shell_code,
+    shell_quote,
+    shell_words,
+)
+from scaletrain.planning import Plan
+from scaletrain.planning.modes import LaunchMode, launch_mode
+
+# The in-job preflight check (scaletrain.diagnose); run on every rank before training.
+PREFLIGHT_MODULE = "scaletrain.diagnose.preflight"
+# Comment lines of job scripts stay within 96 columns with their `# `.
+_COMMENT_WIDTH = 94
+# Time to save a checkpoint before the time limit; Slurm may signal up to a minute early.
+_DEFAULT_STOP_MARGIN_S = 300
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobOptions:
+    """Choices about a job beyond its resources (the Plan)."""
+
+    workdir: Path
+    """Where the job runs your command: the folder `scaletrain submit` ran in."""
+    requeue: bool = True
+    """Requeue the job after a graceful stop (time limit near, preemption)."""
+    max_requeues: int = 3
+    """Requeue only while SLURM_RESTART_COUNT is below this."""
+    stop_margin_s: int | None = None
+    """Seconds before the time limit at which Slurm asks the job to stop (USR1); None:
+    5 minutes, or a fifth of the time limit for jobs shorter than 25 minutes."""
+    max_restarts: int = 3
+    """torchrun/accelerate restart all processes of a node group this often after a crash."""
+    preflight: bool = True
+    """Run the preflight check on every rank before training."""
+
+    def __post_init__(self) -> None:
+        for option, value in (
+            ("--max-requeues", self.max_requeues),
+            ("--stop-margin", self.stop_margin_s or 0),
+            ("--max-restarts", self.max_restarts),
+        ):
+            if value < 0:
+                raise ScaletrainError(f"{option} {value} is negative.", f"give {option} 0 or more.")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Target:
+    """What the launcher starts in each process: a script and its arguments, or a module."""
+
+    script: str | None = None
+    args: tuple[str, ...] = ()
+    module: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SbatchLine:
+    """One `#SBATCH` option of a job script, and why it is there (a comment above it)."""
+
+    option: str
+    why: str = ""
+
+    @property
+    def comment_lines(self) -> list[str]:
+        """`why` in lines that fit the script's width with their `# `."""
+        return textwrap.wrap(self.why, width=_COMMENT_WIDTH)
+
+
+def resource_options(plan: Plan) -> tuple[str, ...]:
+    """The plan's resources as sbatch options, in the order the sites' examples use."""
+    options = [
+        f"--partition={plan.partition}",
+        f"--nodes={plan.nodes}",
+        f"--ntasks-per-node={plan.tasks_per_node}",
+        f"--cpus-per-task={plan.cpus_per_task}",
+    ]
+    if plan.gpu_request is not None and plan.accelerator != "cpu":
+        options.append(plan.gpu_request.format(gpus=plan.gpus_per_node))
+    if plan.memory_gb_per_node is not None:
+        options.append(f"--mem={plan.memory_gb_per_node}G")  # per node (001: "--mem is per node")
+    options.append(f"--time={format_slurm_time(plan.time_seconds)}")
+    if plan.exclusive:
+        options.append("--exclusive")
+    if plan.account is not None:
+        options.append(f"--account={plan.account}")
+    return tuple(options)
+
+
+def sbatch_lines(
+    plan: Plan, *, job_name: str, logs: str, stop_margin_s: int, requeue: bool
+) -> list[SbatchLine]:
+    """Every `#SBATCH` line of a job script, in order: the one place that writes them."""
+    lines = [SbatchLine(f"--job-name={job_name}")]
+    lines += [SbatchLine(option) for option in resource_options(plan)]
+    lines += [
+        SbatchLine(
+            f"--output={logs}/%x-%j.out",
+            "Output and errors of this script and of every task (%x = job name, %j = job id).",
+        ),
+        SbatchLine(
+            "--open-mode=append",
+            "Append, so that a requeued run continues its log instead of overwriting it.",
+        ),
+        SbatchLine(
+            f"--signal=B:USR1@{stop_margin_s}",
+            f'USR1 to this batch shell only ("B:") {stop_margin_s} s before the time limit: time '
+            "to save a checkpoint. Training processes (and NCCL in them) are not interrupted by it.",
+        ),
+    ]
+    if requeue:
+        lines.append(
+            SbatchLine(
+                "--requeue",
+                "The job may go back into the queue: after a graceful stop (below), or after a "
+                "node failure.",
+            )
+        )
+    return lines
+
+
+def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) -> str:
+    """The job script for `plan`, writing into `run_folder`; submit it from that folder."""
+    mode = launch_mode(plan.mode)  # an edited plan.toml may name a mode that does not exist
+    job_name = check_job_name(plan.job_name or run_folder.name)
+    run_dir, workdir = run_folder.root.absolute(), options.workdir.absolute()
+    binds = [workdir] + ([] if run_dir.is_relative_to(workdir) else [run_dir])
+    if plan.container_image:
+        _check_container(plan, binds)
+    margin = stop_margin(plan, options)
+    context = {
+        "plan": plan,
+        "options": options,
+        "sbatch_lines": sbatch_lines(
+            plan,
+            job_name=job_name,
+            logs=run_folder.logs.name,
+            stop_margin_s=margin,
+            requeue=options.requeue,
+        ),
+        "version": __version__,
+        "job_name": job_name,
+        "per_gpu": mode.tasks_per_node == "per-gpu",
+        "run_dir": str(run_dir),
+        "workdir": str(workdir),
+        # What a container must see: your folder, and the run folder if it lies elsewhere.
+        "binds": [str(folder) for folder in binds],
+        "run_files": {
+            "logs": run_folder.logs.name,
+            "stop_request": run_folder.stop_request.name,
+            "stopped_marker": run_folder.stopped_marker.name,
+            "jobs_log": run_folder.jobs_log.name,
+        },
+        "run_dir_variable": variables.RUN_DIR,
+        "container_words": shlex.split(plan.container_command or ""),
+        "environment": _environment(plan, mode, options.max_restarts),
+        "port": {"base": JOB_PORT_BASE, "span": JOB_PORT_SPAN},
+        "preflight_environment": _preflight_environment(plan, mode.tasks_per_node),
+        "preflight_target": Target(module=PREFLIGHT_MODULE),
+        "training_target": Target(script=plan.script, args=plan.script_args),
+        "why": variables.reason,
+    }
+    return _templates().get_template("job.sbatch.j2").render(context)
+
+
+def stop_margin(plan: Plan, options: JobOptions) -> int:
+    """Seconds before the time limit to stop at: as asked, else 5 min (a fifth of short jobs)."""
+    if options.stop_margin_s is None:
+        return min(_DEFAULT_STOP_MARGIN_S, plan.time_seconds // 5)
+    if options.stop_margin_s >= plan.time_seconds:
+        raise ScaletrainError(
+            f"--stop-margin {options.stop_margin_s} s is not shorter than the time limit "
+            f"{format_slurm_time(plan.time_seconds)} ({plan.time_seconds} s): the job would be "
+            "asked to stop at once.",
+            "give a margin that leaves time to train, or leave it out (5 minutes, or a fifth of "
+            "a short time limit).",
+        )
+    return options.stop_margin_s
+
+
+def _check_container(plan: Plan, binds: list[Path]) -> None:
+    """A container needs the profile's command to run it, and folders it can bind."""
+    if not plan.container_command:
+        raise ScaletrainError(
+            f"The cluster profile {plan.cluster!r} names no command to run a container image "
+            "(software.container_command).",
+            "leave out --container and use the profile's modules, or add e.g. "
+            'container_command = "apptainer exec" to the profile\'s [software] table.',
+        )
+    for folder in binds:
+        if "," in str(folder) or ":" in str(folder):
+            raise ScaletrainError(
+                f"The folder {str(folder)!r} cannot be bound into a container: singularity "
+                "reads ',' and ':' in it as separators.",
+                "work in a folder whose path has no ',' or ':', or put --runs-dir there.",
+            )
+
+
+def _environment(plan: Plan, mode: LaunchMode, max_restarts: int) -> list[tuple[str, str]]:
+    """Variables exported with their values: the plan's, then the mode's own."""
+    added = mode.environment(on_cpus=plan.accelerator == "cpu", max_restarts=max_restarts)
+    return list((dict(plan.environment) | added).items())
+
+
+def _preflight_environment(plan: Plan, tasks_per_node: str) -> list[tuple[str, str]]:
+    """What the preflight check must expect, in the variables it reads."""
+    gpus = 0 if plan.accelerator == "cpu" else plan.gpus_per_node
+    exported = [(variables.EXPECTED_GPUS_PER_NODE, str(gpus))]
+    # Masks are only bound where srun starts one task per GPU (see common.j2).
+    if plan.cpu_masks and tasks_per_node == "per-gpu":
+        exported.append((variables.EXPECTED_CPU_MASKS, ",".join(plan.cpu_masks)))
+    return exported
+
+
+@cache
+def _templates() -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("scaletrain.launch", "templates"),
+        autoescape=False,  # shell, not HTML: finalize quotes values instead
+        finalize=finalize,
+        undefined=jinja2.StrictUndefined,  # a misspelt name fails the render, not the job
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters.update(
+        shell_quote=shell_quote,
+        shell_words=shell_words,
+        shell_code=shell_code,
+        sbatch_option=sbatch_option,
+        one_line=one_line,
+    )
+    return environment

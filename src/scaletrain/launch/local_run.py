@@ -1,0 +1,176 @@
+"""`scaletrain run`: start N processes on this machine with torch.distributed.run.
+
+No launcher of our own: torchrun starts, watches and restarts the workers; this module
+builds its command line, prepares the run folder and records how the run ended.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import FrameType
+
+from scaletrain import __version__
+from scaletrain.core import variables
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.run_folder import RunFolder, default_run_name
+from scaletrain.planning.modes import launch_mode
+
+# Splits torchrun's options from the script and its arguments (see torchrun/entry.py).
+SEPARATOR = "--"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LocalLaunch:
+    """What to start: a script, its arguments, how many processes, and where to record it."""
+
+    program: str
+    """A script's path, or a module name when `as_module` (like `python -m`)."""
+    as_module: bool = False
+    script_args: tuple[str, ...] = ()
+    nproc: str = "1"
+    """A number, or 'gpu' for one process per visible GPU (torchrun decides)."""
+    run_folder: RunFolder
+    max_restarts: int = 0
+    """Restarts of all processes after one fails; each restart resumes from the newest
+    checkpoint when the script uses a scaletrain Checkpointer."""
+    python: str = field(default=sys.executable)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalRunResult:
+    exit_code: int
+    duration_s: float
+
+
+def local_launch(
+    program: str,
+    *,
+    as_module: bool = False,
+    args: tuple[str, ...] = (),
+    nproc: str,
+    name: str | None,
+    runs_dir: Path,
+    max_restarts: int = 0,
+) -> LocalLaunch:
+    """A checked local launch of a script (or module) into runs_dir/<name>; the name defaults
+    to `<script>-<date>-<time>`."""
+    stem = program.rsplit(".", 1)[-1] if as_module else Path(program).stem
+    launch = LocalLaunch(
+        program=program,
+        as_module=as_module,
+        script_args=args,
+        nproc=nproc,
+        run_folder=RunFolder(runs_dir / (name or default_run_name(stem, datetime.now()))),
+        max_restarts=max_restarts,
+    )
+    check_launchable(launch)
+    return launch
+
+
+def check_launchable(launch: LocalLaunch) -> None:
+    """Fail before starting anything when the script or torch is missing."""
+    if launch.as_module:
+        if importlib.util.find_spec(launch.program) is None:
+            raise ScaletrainError(
+                f"There is no Python module {launch.program!r}.",
+                "check the module name, or install the package that provides it.",
+            )
+    elif not Path(launch.program).is_file():
+        raise ScaletrainError(
+            f"The training script {launch.program!r} does not exist.",
+            "give the path of your script relative to this folder, e.g. examples/mnist/train.py.",
+        )
+    if launch.python == sys.executable and importlib.util.find_spec("torch") is None:
+        raise ScaletrainError(
+            f"PyTorch is not installed in this Python ({sys.executable}).",
+            "pip install 'scaletrain[torch]', or load the PyTorch module/container of your site.",
+        )
+    if launch.nproc != "gpu" and (not launch.nproc.isdigit() or int(launch.nproc) < 1):
+        raise ScaletrainError(
+            f"--nproc {launch.nproc!r} is not a number of processes.",
+            "use a positive number (e.g. --nproc 2) or --nproc gpu for one per visible GPU.",
+        )
+
+
+def torchrun_command(launch: LocalLaunch) -> list[str]:
+    """The command that runs torch.distributed.run for a local launch."""
+    return [
+        launch.python,
+        "-m",
+        "scaletrain.launch.torchrun.entry",
+        # A private rendezvous on a free local port: two runs on one machine never collide.
+        "--standalone",
+        f"--nproc-per-node={launch.nproc}",
+        f"--max-restarts={launch.max_restarts}",
+        f"--log-dir={launch.run_folder.logs}",
+        "--logs-specs=scaletrain",
+        # Every rank's output goes to its own file; only rank 0 is echoed to the console.
+        "--redirects=3",
+        "--tee=3",
+        "--local-ranks-filter=0",
+        *(["--module"] if launch.as_module else []),
+        SEPARATOR,
+        launch.program,
+        *launch.script_args,
+    ]
+
+
+def launch_variables(launch: LocalLaunch, environ: Mapping[str, str], cpus: int) -> dict[str, str]:
+    """Variables this launch adds to the workers' environment (each is shown to the user)."""
+    added = {
+        variables.RUN_DIR: str(launch.run_folder.root.resolve()),
+        "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}] ",
+        "PYTHONUNBUFFERED": "1",
+    }
+    added |= launch_mode("torchrun").environment(on_cpus=False, max_restarts=launch.max_restarts)
+    if "OMP_NUM_THREADS" not in environ and launch.nproc.isdigit():
+        # torchrun would set 1; an equal share of the cores is faster on CPU runs.
+        added["OMP_NUM_THREADS"] = str(max(1, cpus // int(launch.nproc)))
+    return {name: value for name, value in added.items() if name not in environ}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_local(launch: LocalLaunch, variables: Mapping[str, str]) -> LocalRunResult:
+    """Start torchrun, forward SIGINT/SIGTERM to it, wait, and record the run in run.json."""
+    folder = launch.run_folder.create()
+    command = torchrun_command(launch)
+    record: dict[str, object] = {
+        "name": folder.name,
+        "command": command,
+        "nproc": launch.nproc,
+        "host": socket.gethostname(),
+        "scaletrain_version": __version__,
+        "started": _now(),
+        "variables": dict(variables),
+    }
+    folder.run_record.write_text(json.dumps(record, indent=2) + "\n")
+    started = time.perf_counter()
+    child = subprocess.Popen(command, env={**os.environ, **variables})
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        exit_code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    duration = time.perf_counter() - started
+    record |= {"finished": _now(), "exit_code": exit_code, "duration_s": round(duration, 3)}
+    folder.run_record.write_text(json.dumps(record, indent=2) + "\n")
+    return LocalRunResult(exit_code=exit_code, duration_s=duration)

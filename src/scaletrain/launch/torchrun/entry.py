@@ -1,0 +1,30 @@
+"""torch.distributed.run, with the script's arguments kept away from torchrun's parser.
+
+`torchrun train.py --run x` fails with "ambiguous option: --run could match --run-path,
+--run_path": argparse matches abbreviations even after the script. Here torchrun parses only
+its own options and the script's arguments are handed over untouched:
+
+    python -m scaletrain.launch.torchrun.entry <torchrun options> -- train.py <script args>
+"""
+
+from __future__ import annotations
+
+import sys
+
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.distributed.run import parse_args, run
+
+from scaletrain.launch.local_run import SEPARATOR
+
+
+@record
+def main(argv: list[str]) -> None:
+    split = argv.index(SEPARATOR)
+    script, script_args = argv[split + 1], argv[split + 2 :]
+    options = parse_args([*argv[:split], script])  # type: ignore[no-untyped-call]
+    options.training_script_args = script_args
+    run(options)  # type: ignore[no-untyped-call]
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,115 @@
+"""launch/slurm.py against the real local cluster: every call a user's command makes."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.slurm import commands as slurm
+from tests.conftest import SLURM_SCRIPTS, WORKERS, clean_environ
+from tests.support.slurm_cluster import NODE_CPUS, PARTITION, SlurmCluster
+
+
+def sleep_job(cluster: SlurmCluster, folder: Path) -> str:
+    """Submit the sleeping job from `folder` and wait until its USR1 trap is in place."""
+    (folder / "logs").mkdir(parents=True, exist_ok=True)
+    job_id = slurm.submit(SLURM_SCRIPTS / "sleep.sbatch", cwd=folder, environ=cluster.environ())
+    deadline = time.monotonic() + 60
+    while not (folder / "trap-ready").exists():
+        assert time.monotonic() < deadline, f"job {job_id} did not start\n{cluster.logs()}"
+        time.sleep(0.2)
+    return job_id
+
+
+def test_a_machine_without_slurm_gets_a_clear_error(tmp_path: Path) -> None:
+    environ = clean_environ(PATH=str(tmp_path))
+    with pytest.raises(ScaletrainError) as caught:
+        slurm.submit(tmp_path / "job.sbatch", cwd=tmp_path, environ=environ)
+    assert caught.value.problem.startswith("Slurm's sbatch was not found")
+    assert "login node" in caught.value.hint and "module load slurm" in caught.value.hint
+
+
+@pytest.mark.slurm
+def test_submit_and_look_up_a_finished_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    environ = slurm_cluster.environ(PYTHON=sys.executable, WORKERS=str(WORKERS), OUT=str(tmp_path))
+    job_id = slurm.submit(
+        SLURM_SCRIPTS / "python-without-srun.sbatch", cwd=tmp_path, environ=environ
+    )
+    assert job_id.isdigit()
+    assert slurm_cluster.wait_for_job(job_id) == "FAILED"
+    info = slurm.job_info(job_id, environ=environ)
+    assert info is not None and not info.is_active
+    assert (info.job_id, info.name, info.state) == (job_id, "python-without-srun", "FAILED")
+    assert info.reason == "NonZeroExitCode" and info.exit_code == "1:0"
+    assert (info.num_nodes, info.nodelist, info.restarts) == (1, "n1", 0)
+    assert info.time_limit == "00:02:00"
+
+
+@pytest.mark.slurm
+def test_a_job_slurm_has_forgotten_is_none_without_accounting(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    # scontrol does not know it and sacct says accounting is disabled: no error, no state.
+    assert slurm.job_info("987654", environ=slurm_cluster.environ()) is None
+
+
+@pytest.mark.slurm
+def test_a_failing_command_names_itself_slurms_message_and_a_hint(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    environ = slurm_cluster.environ()
+    with pytest.raises(slurm.SlurmCommandError) as caught:
+        slurm.requeue("987654", environ=environ)
+    assert caught.value.problem == (
+        "`scontrol requeue 987654` failed (exit code 1): Invalid job id specified for job 987654"
+    )
+    assert caught.value.hint.startswith("Slurm does not know this job")
+    with pytest.raises(slurm.SlurmCommandError) as caught:
+        slurm.submit(
+            SLURM_SCRIPTS / "sleep.sbatch",
+            cwd=tmp_path,
+            environ=environ,
+            options=["--partition=gpu"],
+        )
+    assert "Invalid partition name specified" in caught.value.problem
+    assert (
+        caught.value.hint == "list the partitions with `sinfo --summarize` and choose one of them."
+    )
+
+
+@pytest.mark.slurm
+def test_signal_to_the_batch_shell_then_requeue_then_cancel(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    environ = slurm_cluster.environ()
+    signalled = sleep_job(slurm_cluster, tmp_path / "signalled")
+    slurm.cancel(signalled, environ=environ, signal="USR1", batch_only=True)
+    assert slurm_cluster.wait_for_job(signalled) == "COMPLETED"  # the trap ended it cleanly
+    assert (tmp_path / "signalled" / "usr1-received").is_file()
+
+    requeued = sleep_job(slurm_cluster, tmp_path / "requeued")
+    slurm.requeue(requeued, environ=environ)
+    info = slurm.job_info(requeued, environ=environ)
+    assert info is not None and info.is_active and info.restarts == 1
+    slurm.cancel(requeued, environ=environ)
+    assert slurm_cluster.wait_for_job(requeued) == "CANCELLED"
+
+
+@pytest.mark.slurm
+def test_hostnames_partitions_and_nodes(slurm_cluster: SlurmCluster) -> None:
+    environ = slurm_cluster.environ()
+    assert slurm.hostnames("n[1-2]", environ=environ) == ["n1", "n2"]
+    (partition,) = slurm.partitions(environ=environ)
+    assert (partition.name, partition.nodes, partition.is_default) == (PARTITION, "n[1-2]", True)
+    assert (partition.total_nodes, partition.total_cpus) == (2, 2 * NODE_CPUS)
+    assert (partition.max_time, partition.state) == ("UNLIMITED", "UP")
+    nodes = slurm.nodes(environ=environ)
+    assert [node.name for node in nodes] == ["n1", "n2"]
+    for node in nodes:
+        assert node.address == slurm_cluster.network.addresses[node.name]
+        assert (node.cpus, node.partitions, node.gres) == (NODE_CPUS, (PARTITION,), "")
+        assert node.state in {"IDLE", "MIXED", "ALLOCATED"}
