@@ -130,8 +130,9 @@ def sbatch_lines(
         ),
         SbatchLine(
             f"--signal=B:USR1@{stop_margin_s}",
-            f'USR1 to this batch shell only ("B:") {stop_margin_s} s before the time limit: time '
-            "to save a checkpoint. Training processes (and NCCL in them) are not interrupted by it.",
+            f'USR1 to this batch shell only ("B:") {stop_margin_s} s before the time limit: '
+            "time to save a checkpoint. Training processes (and NCCL in them) are not "
+            "interrupted by it.",
         ),
     ]
     if requeue:
