@@ -8,7 +8,7 @@ For each size it starts `torchrun --standalone --nproc-per-node=N` on this file.
 builds three loops over the same tiny MLP and data (a step of a few milliseconds, so that any
 cost per step shows):
 
-- raw:       DDP + DistributedSampler; the loss all_reduced every EVERY steps for printing;
+- raw:       DDP + DistributedSampler; the loss all_reduced and printed every EVERY steps;
 - init+wrap: `st.init()`, `st.wrap`, `st.loader`, otherwise the raw loop;
 - readme:    the README's loop: `st.Checkpointer` (`ckpt.epochs`/`ckpt.batches`, saves every
              30 minutes, i.e. never here) and `st.Progress` with `progress.update(loss=loss)`
@@ -98,10 +98,12 @@ def worker(out: Path, steps: int, rounds: int, run_dir: Path) -> None:
         return loss
 
     def report(step_number: int, loss: torch.Tensor) -> None:
-        # What a raw loop does to print a loss: an all_reduce every EVERY steps.
+        # What a raw loop does to print a loss: an all_reduce every EVERY steps, rank 0 prints.
         if step_number % EVERY == 0:
             reported = loss.detach().clone()
             dist.all_reduce(reported)
+            if env.is_main:
+                print(f"step {step_number} | loss {reported.item() / world:.4g}", flush=True)
 
     def raw_loop() -> Iterator[None]:
         net = nn.parallel.DistributedDataParallel(model())

@@ -10,7 +10,7 @@ Python, torch and the process group start-up.
 Like for like, the target compares `scaletrain run --max-restarts 0` with plain torchrun,
 which restarts nothing. `scaletrain run`'s default (3 elastic restarts) is measured too: for
 restarts to work on torch >= 2.4 each attempt needs a store of its own, hosted by rank 0,
-which the other ranks reach a little later (see scaletrain/launch/elastic.py).
+which the other ranks reach a little later (restart_environment in planning/modes.toml).
 """
 
 from __future__ import annotations

@@ -20,7 +20,9 @@ scaletrain/api.py) is loaded on first use.
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import import_module
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -29,11 +31,24 @@ if TYPE_CHECKING:
     from scaletrain.api import *  # noqa: F403
 
 
+@cache
+def _api() -> dict[str, tuple[str, str]]:
+    """public name -> (module, name there), read from api.py's import lines: the API is
+    listed once, and each name loads only its own module (st.init does not import the
+    checkpoint code; a script's start-up pays only for what it uses)."""
+    import ast
+
+    tree = ast.parse((Path(__file__).parent / "api.py").read_text(encoding="utf-8"))
+    return {
+        alias.asname or alias.name: (node.module, alias.name)
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+
+
 def __getattr__(name: str) -> Any:
-    if name.startswith("__"):  # __path__, __file__ ... are looked up before the API
+    if name not in _api():
         raise AttributeError(f"module 'scaletrain' has no attribute {name!r}")
-    api = import_module("scaletrain.api")
-    try:
-        return getattr(api, name)
-    except AttributeError:
-        raise AttributeError(f"module 'scaletrain' has no attribute {name!r}") from None
+    module, defined_as = _api()[name]
+    return getattr(import_module(module), defined_as)

@@ -1,6 +1,7 @@
 """The training API, `import scaletrain as st; st.init(); st.wrap(...)`: every public name,
-listed once. Importing this module imports torch; `import scaletrain` loads it on first use
-of any of these names (see __init__.py)."""
+listed once, as plain imports (type checkers read them). `import scaletrain` does not import
+this module: it reads these lines and loads each name's own module on its first use (see
+__init__.py), so keep to one `from <module> import <name> as <name>` per line."""
 
 from scaletrain.checkpoint.checkpointer import Checkpointer as Checkpointer
 from scaletrain.checkpoint.stop import TrainingStopped as TrainingStopped

@@ -12,7 +12,7 @@ import typer.main
 
 from scaletrain.cli.plan import plan
 from scaletrain.cli.submit import submit
-from scaletrain.planning import write_plan
+from scaletrain.planning.plan import write_plan
 from tests.conftest import clean_environ, scaletrain
 from tests.support.job_scripts import plan_for
 

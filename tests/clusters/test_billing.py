@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from scaletrain.clusters import load_profile
 from scaletrain.clusters.billing import Allocation
+from scaletrain.clusters.catalog import load_profile
 
 
 def lumi_rule(partition: str):  # type: ignore[no-untyped-def]

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from scaletrain.clusters import ProfileError, load_profile, profile_files, user_profile_folder
+from scaletrain.clusters.catalog import (
+    ProfileError,
+    load_profile,
+    profile_files,
+    user_profile_folder,
+)
 from scaletrain.launch.job_script import resource_options
 from tests.clusters.site_files import MINIMAL, user_site
 from tests.conftest import REPO
@@ -147,7 +152,8 @@ def test_profiles_ship_in_the_wheel(tmp_path: Path) -> None:
 
 
 def test_the_documented_example_profile_is_valid(tmp_path: Path) -> None:
-    from scaletrain.planning import Request, plan_job
+    from scaletrain.planning.planner import plan_job
+    from scaletrain.planning.request import Request
 
     document = (REPO / "docs/clusters-and-planning.md").read_text()
     example = document.split("```toml\n", 1)[1].split("```", 1)[0]

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from scaletrain.clusters import load_profile
+from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.toml_text import parse_toml
 from scaletrain.launch.job_script import resource_options
-from scaletrain.planning import Request, plan_job, read_plan, write_plan
+from scaletrain.planning.plan import read_plan, write_plan
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
 
 
 def lumi_plan():  # type: ignore[no-untyped-def]

@@ -5,12 +5,14 @@ from __future__ import annotations
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from scaletrain.clusters import load_profile
+from scaletrain.clusters.catalog import load_profile
 from scaletrain.clusters.slurm_time import format_slurm_time
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.launch.job_script import resource_options
-from scaletrain.planning import Plan, Request, plan_job
 from scaletrain.planning.modes import launch_modes
+from scaletrain.planning.plan import Plan
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
 
 PROFILES = {name: load_profile(name, {}) for name in ("lumi", "puhti", "mahti", "local")}
 # What one GPU-hour costs at the least, from each site's billing page (LUMI: half of one

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
-from scaletrain.clusters import load_profile
+from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.launch.job_script import resource_options
-from scaletrain.planning import Plan, Request, plan_job
+from scaletrain.planning.plan import Plan
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
 from tests.clusters.site_files import MINIMAL, user_site
 
 

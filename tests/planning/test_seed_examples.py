@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from scaletrain.clusters import load_profile
+from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.toml_text import parse_toml
 from scaletrain.launch.job_script import resource_options
-from scaletrain.planning import Request, plan_job
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
 from tests.conftest import REPO
 
 EXAMPLES = parse_toml((REPO / "tests/fixtures/seed_sbatch_examples.toml").read_text())["example"]

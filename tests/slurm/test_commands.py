@@ -1,4 +1,4 @@
-"""launch/slurm.py against the real local cluster: every call a user's command makes."""
+"""slurm/commands.py against the real local cluster: every call a user's command makes."""
 
 from __future__ import annotations
 

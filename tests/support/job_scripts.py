@@ -7,10 +7,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from scaletrain.clusters import load_profile
+from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.job_script import JobOptions, render_job_script
-from scaletrain.planning import Plan, Request, plan_job
+from scaletrain.planning.plan import Plan
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
 
 # Where the rendered examples "run": a LUMI-like project folder.
 WORKDIR = Path("/scratch/project_465000000/me")

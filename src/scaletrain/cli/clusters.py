@@ -8,16 +8,16 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from scaletrain.clusters import (
-    ClusterProfile,
+from scaletrain.clusters.billing import describe_rule
+from scaletrain.clusters.catalog import (
     ProfileError,
     load_profile,
     profile_files,
     read_profile,
     user_profile_folder,
 )
-from scaletrain.clusters.billing import describe_rule
 from scaletrain.clusters.detect import draft_profile
+from scaletrain.clusters.schema import ClusterProfile
 from scaletrain.clusters.slurm_time import describe_duration
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError

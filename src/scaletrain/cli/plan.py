@@ -10,11 +10,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from scaletrain.cli.request_options import request_options
-from scaletrain.clusters import load_profile
+from scaletrain.clusters.catalog import load_profile
 from scaletrain.clusters.slurm_time import describe_duration, format_slurm_time
 from scaletrain.core import console
 from scaletrain.launch.job_script import resource_options
-from scaletrain.planning import Plan, Request, plan_job
+from scaletrain.planning.plan import Plan
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
 
 
 @request_options

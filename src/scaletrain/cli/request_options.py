@@ -13,8 +13,8 @@ from typing import Any
 
 import typer
 
-from scaletrain.planning import Request
 from scaletrain.planning.modes import DEFAULT_MODE, launch_modes
+from scaletrain.planning.request import Request
 
 
 def _request_parameters(

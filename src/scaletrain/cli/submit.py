@@ -10,13 +10,14 @@ import typer
 
 from scaletrain.cli.common import RUNS_DIR_OPTION, process_environ
 from scaletrain.cli.request_options import request_options
-from scaletrain.clusters import load_profile
+from scaletrain.clusters.catalog import load_profile
 from scaletrain.core import console
 from scaletrain.core.run_folder import RunFolder, default_run_name
 from scaletrain.launch.job_script import JobOptions, render_job_script
 from scaletrain.launch.shell_text import check_job_name
 from scaletrain.launch.submission import check_continuation, check_script, submit_job
-from scaletrain.planning import Request, plan_job
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
 
 
 @request_options

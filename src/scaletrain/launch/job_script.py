@@ -32,8 +32,8 @@ from scaletrain.launch.shell_text import (
     shell_quote,
     shell_words,
 )
-from scaletrain.planning import Plan
 from scaletrain.planning.modes import LaunchMode, launch_mode
+from scaletrain.planning.plan import Plan
 
 # The in-job preflight check (scaletrain.diagnose); run on every rank before training.
 PREFLIGHT_MODULE = "scaletrain.diagnose.preflight"

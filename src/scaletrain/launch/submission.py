@@ -12,7 +12,7 @@ from pathlib import Path
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.planning import Plan, read_plan, write_plan
+from scaletrain.planning.plan import Plan, read_plan, write_plan
 from scaletrain.slurm import commands as slurm
 from scaletrain.slurm.history import current_job, read_job_events, record_job_event
 

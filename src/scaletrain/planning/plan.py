@@ -41,7 +41,7 @@ class Plan:
     partition: str
     partition_reason: str
     mode: str
-    """Launch mode (launch/modes.toml); its template renders this plan."""
+    """Launch mode (planning/modes.toml); its template renders this plan."""
     nodes: int
     gpus_per_node: int
     tasks_per_node: int

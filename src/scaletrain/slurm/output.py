@@ -1,4 +1,4 @@
-"""What Slurm's commands print, read into values (launch/slurm.py runs the commands).
+"""What Slurm's commands print, read into values (slurm/commands.py runs the commands).
 
 `scontrol show <thing> --oneliner` prints one line of Key=value pairs per item; `sacct
 --parsable2` prints '|'-separated fields in the order asked for.

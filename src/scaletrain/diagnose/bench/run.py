@@ -42,7 +42,7 @@ from scaletrain.diagnose.bench.report import (
 
 if TYPE_CHECKING:
     from scaletrain.diagnose.bench.bandwidth import BandwidthRow
-    from scaletrain.runtime import DistEnv
+    from scaletrain.runtime.layout import DistEnv
 
 
 def parser() -> argparse.ArgumentParser:
@@ -79,8 +79,7 @@ def _out_folder(options: argparse.Namespace) -> Path | None:
 
 
 def run_bench(options: argparse.Namespace) -> int:
-    from scaletrain.runtime import init, shutdown
-    from scaletrain.runtime.process_group import all_gather_objects
+    from scaletrain.runtime.process_group import all_gather_objects, init, shutdown
 
     ops = parse_ops(options.ops)
     env = init()

@@ -162,8 +162,7 @@ def run_preflight(
 
     import torch
 
-    from scaletrain.runtime import init, shutdown
-    from scaletrain.runtime.process_group import all_gather_objects
+    from scaletrain.runtime.process_group import all_gather_objects, init, shutdown
 
     folder = RunFolder.from_environ(environ)
     root = folder.root if folder else None

@@ -1,4 +1,4 @@
-"""Launch modes as data: names, shapes and descriptions in launch/modes.toml."""
+"""Launch modes as data: names, shapes and descriptions in planning/modes.toml."""
 
 from __future__ import annotations
 
