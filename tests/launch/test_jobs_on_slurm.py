@@ -69,7 +69,8 @@ def test_mnist_example_trains_on_every_rank(
     check_mnist_trained(folder, output, launcher, hosts)
     # What was submitted is kept: the script as submitted and the plan beside it.
     assert folder.job_script.read_text().startswith("#!/bin/bash\n")
-    assert f"--nodes={nodes}" in folder.plan.read_text()
+    assert f"\n#SBATCH --nodes={nodes}\n" in folder.job_script.read_text()
+    assert f"\nnodes = {nodes}\n" in folder.plan.read_text()
     assert [event.event for event in read_job_events(folder)] == ["submitted"]
 
 
