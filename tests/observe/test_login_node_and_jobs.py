@@ -37,7 +37,8 @@ def test_the_sampler_leaves_the_launch_line_as_it_was(mode: str) -> None:
     # The same command, run through the per-task code that starts the node's sampler.
     wrapper = 'bash -c "$in_task" task '
     assert monitored.replace(wrapper, "") == plain.replace(wrapper, "")
-    assert "python3 -m scaletrain.observe.sampler >/dev/null &" in monitored_script
+    # It watches "$$", the task's shell, which `exec` turns into the launcher.
+    assert 'python3 -m scaletrain.observe.sampler --watch "$$" >/dev/null &' in monitored_script
     # For training only: exported after the preflight, which runs the same per-task code.
     assert monitored_script.index("export SCALETRAIN_MONITOR_INTERVAL=2") > (
         monitored_script.index("scaletrain.diagnose.preflight")

@@ -141,7 +141,9 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", type=Path, default=None, help=f"default: ${RUN_DIR}")
     parser.add_argument("--interval", type=float, default=None, help="seconds between samples")
-    parser.add_argument("--watch", type=int, default=os.getppid(), help="end when this pid ends")
+    parser.add_argument(
+        "--watch", type=int, default=os.getppid(), help="end when this process ends (a pid)"
+    )
     options = parser.parse_args(argv)
     environ = dict(os.environ)
     folder = RunFolder(options.run_dir) if options.run_dir else RunFolder.from_environ(environ)
@@ -151,6 +153,8 @@ def main(argv: list[str]) -> None:
         signal.signal(sig, _stop)
     # Training comes first: where cores are scarce (its start-up, a CPU run) the sampler waits.
     os.nice(_NICENESS)
+    if options.watch <= 1 or not psutil.pid_exists(options.watch):
+        return  # what it should watch has ended already (or it would watch init forever)
     interval = options.interval or interval_from(environ)
     run_sampler(folder, interval, host=socket.gethostname(), watch_pid=options.watch)
 
