@@ -79,7 +79,7 @@ def test_submit_takes_the_same_request_options_as_plan() -> None:
     assert planned.items() - {("as_json", ("--json",))} <= submitted.items()
     assert set(submitted) - set(planned) == {
         "name", "runs_dir", "no_requeue", "max_requeues", "stop_margin", "max_restarts",
-        "no_check", "dry_run",
+        "no_check", "dry_run", "monitor_interval", "profile",
     }  # fmt: skip
 
 

@@ -166,7 +166,7 @@ def test_lumi_cpu_binding_and_gcd_visibility_per_mode() -> None:
     # Part of a node: the cores are Slurm's choice, so no masks are forced on them.
     partial = render(plan_for(cluster="lumi", mode="srun", gpus=2))
     assert "--cpu-bind" not in partial and "ROCR_VISIBLE_DEVICES" in partial
-    nvidia = render(plan_for(cluster="puhti", mode="srun", gpus=8))
+    nvidia = render(plan_for(cluster="puhti", mode="srun", gpus=8), monitor_interval_s=None)
     assert "MIOPEN" not in nvidia and "VISIBLE_DEVICES" not in nvidia and "in_task" not in nvidia
 
 

@@ -24,8 +24,10 @@ def one_line(text: str) -> str:
 
 
 def rendered(example: dict[str, Any]) -> tuple[str, str]:
-    """(training launch line, per-task code) that scaletrain writes for the example."""
-    script = render(plan_for(script="myprog.py", time="1:00:00", **example["request"]))
+    """(training launch line, per-task code) that scaletrain writes for the example, without
+    the monitor's sampler (tests/observe checks that it leaves the launch line as it is)."""
+    plan = plan_for(script="myprog.py", time="1:00:00", **example["request"])
+    script = render(plan, monitor_interval_s=None)
     in_task = re.search(r"^in_task=('.*?')$", script, re.MULTILINE | re.DOTALL)
     return launch_lines(script)[-1], shlex.split(in_task.group(1))[0] if in_task else ""
 

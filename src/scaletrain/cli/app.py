@@ -77,6 +77,9 @@ COMMANDS: dict[str, tuple[str, str, dict[str, Any] | None]] = {
     "check": ("scaletrain.cli.check", "check", None),
     "bench": ("scaletrain.cli.bench", "bench", None),
     "doctor": ("scaletrain.cli.doctor", "doctor", None),
+    "monitor": ("scaletrain.cli.monitor", "monitor", None),
+    "analyze": ("scaletrain.cli.analyze", "analyze", None),
+    "scale": ("scaletrain.cli.scale", "scale", SCRIPT_COMMAND),
 }
 
 

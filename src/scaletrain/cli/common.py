@@ -19,6 +19,24 @@ DIAGNOSE_NPROC_OPTION = typer.Option(
     "2", "--nproc", "-n", envvar="SCALETRAIN_NPROC", help="Processes to start (or 'gpu')."
 )
 
+# run, submit and scale: the sampler beside training (`scaletrain monitor`).
+MONITOR_INTERVAL_OPTION = typer.Option(
+    2.0,
+    "--monitor-interval",
+    envvar="SCALETRAIN_MONITOR_INTERVAL",
+    help="Seconds between GPU/CPU samples on each node (scaletrain monitor); 0: no sampler.",
+)
+
+# run and submit: torch.profiler on chosen ranks, traces in runs/<name>/traces/.
+PROFILE_OPTION = typer.Option(
+    None,
+    "--profile",
+    metavar="RANKS[:WAIT,WARMUP,ACTIVE]",
+    envvar="SCALETRAIN_PROFILE",
+    help="Profile these ranks ('all', '0,3') over wait/warmup/active optimizer steps "
+    "(default 5,2,3) into runs/<name>/traces/; see scaletrain analyze.",
+)
+
 RUN_ARGUMENT = typer.Argument(
     None,
     metavar="RUN",

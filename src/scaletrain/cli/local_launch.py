@@ -6,6 +6,7 @@ points, started as modules so that the worker's sys.path stays the user's).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from rich.markup import escape
 from scaletrain.cli.common import process_environ
 from scaletrain.core import console
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.job_script import INSTRUMENT_MODULE
 from scaletrain.launch.local_run import LocalRunResult, launch_variables, local_launch, run_local
+from scaletrain.observe.sampler_process import start_sampler, stop_sampler
 from scaletrain.runtime.layout import allowed_cpus
 
 # Lines of another rank's error log worth showing: the end of its traceback.
@@ -31,8 +34,13 @@ def start_local(
     runs_dir: Path,
     max_restarts: int = 0,
     variables: Mapping[str, str] | None = None,
+    monitor_interval_s: float | None = None,
+    instrumented: bool = False,
 ) -> tuple[RunFolder, LocalRunResult]:
-    """Check, announce and run a local launch; return its run folder and result."""
+    """Check, announce and run a local launch; return its run folder and result. With
+    `monitor_interval_s`, a sampler records GPU and CPU use beside it (`scaletrain monitor`);
+    `instrumented` runs the script through scaletrain's profiler and step clock, which read
+    their settings from `variables`."""
     launch = local_launch(
         program,
         as_module=as_module,
@@ -42,6 +50,10 @@ def start_local(
         runs_dir=runs_dir,
         max_restarts=max_restarts,
     )
+    if instrumented:
+        launch = dataclasses.replace(
+            launch, program=INSTRUMENT_MODULE, as_module=True, script_args=(program, *args)
+        )
     folder = launch.run_folder
     added = launch_variables(launch, process_environ(), allowed_cpus()) | dict(variables or {})
     processes = "one process per GPU" if nproc == "gpu" else f"{nproc} process(es)"
@@ -50,7 +62,16 @@ def start_local(
     console.info(escape(f"  logs     {folder.logs}/rank-<N>.out|.err (console shows rank 0)"))
     for variable, value in added.items():
         console.info(escape(f"  set      {variable}={value}"))
-    return folder, run_local(launch, added)
+    if monitor_interval_s is None:
+        return folder, run_local(launch, added)
+    shown = folder.name if folder.root.parent == runs_dir else str(folder.root)
+    console.info(escape(f"  monitor  every {monitor_interval_s:g} s: scaletrain monitor {shown}"))
+    folder.create()
+    sampler = start_sampler(folder, monitor_interval_s, process_environ())
+    try:
+        return folder, run_local(launch, added)
+    finally:
+        stop_sampler(sampler)
 
 
 def show_other_ranks(folder: RunFolder, *, tracebacks_only: bool) -> None:

@@ -11,11 +11,13 @@ import typer
 from rich.table import Table
 
 from scaletrain.checkpoint.layout import CheckpointStore
-from scaletrain.cli.common import RUNS_DIR_OPTION
+from scaletrain.cli.common import MONITOR_INTERVAL_OPTION, PROFILE_OPTION, RUNS_DIR_OPTION
 from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.core import console
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.core.variables import PROFILE
 from scaletrain.launch.local_run import LocalRunResult
+from scaletrain.observe.profile_spec import parse_profile
 
 # A crashed or killed rank restarts the group this many times before the run fails.
 DEFAULT_MAX_RESTARTS = 3
@@ -47,6 +49,8 @@ def run(
             "they resume from the newest checkpoint. 0: fail at once."
         ),
     ),
+    monitor_interval: float = MONITOR_INTERVAL_OPTION,
+    profile: str | None = PROFILE_OPTION,
 ) -> None:
     """Run a training script as N processes on this machine.
 
@@ -56,6 +60,7 @@ def run(
     Example: [bold]scaletrain run --nproc 2 examples/mnist/train.py --epochs 3[/bold]
     """
     started = time.time()
+    spec = parse_profile(profile) if profile else None
     folder, result = start_local(
         str(script),
         args=ctx.args,
@@ -63,6 +68,9 @@ def run(
         name=name,
         runs_dir=runs_dir,
         max_restarts=max_restarts,
+        monitor_interval_s=monitor_interval or None,
+        instrumented=spec is not None,
+        variables={PROFILE: spec.to_text()} if spec else None,
     )
     stopped = _stopped_since(folder, started)
     _show_end(folder, result, stopped)

@@ -8,14 +8,21 @@ from pathlib import Path
 
 import typer
 
-from scaletrain.cli.common import RUNS_DIR_OPTION, process_environ
+from scaletrain.cli.common import (
+    MONITOR_INTERVAL_OPTION,
+    PROFILE_OPTION,
+    RUNS_DIR_OPTION,
+    process_environ,
+)
 from scaletrain.cli.request_options import request_options
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.core import console
 from scaletrain.core.run_folder import RunFolder, default_run_name
+from scaletrain.core.variables import PROFILE
 from scaletrain.launch.job_script import JobOptions, render_job_script
 from scaletrain.launch.shell_text import check_job_name
 from scaletrain.launch.submission import check_continuation, check_script, submit_job
+from scaletrain.observe.profile_spec import parse_profile
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
 
@@ -53,6 +60,8 @@ def submit(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print the job script on stdout; write and submit nothing."
     ),
+    monitor_interval: float = MONITOR_INTERVAL_OPTION,
+    profile: str | None = PROFILE_OPTION,
 ) -> None:
     """Submit SCRIPT as a Slurm job: plan it, write runs/<name>/job.sbatch, sbatch it.
 
@@ -75,6 +84,8 @@ def submit(
         stop_margin_s=stop_margin,
         max_restarts=max_restarts,
         preflight=not no_check,
+        monitor_interval_s=monitor_interval or None,
+        instrument=((PROFILE, parse_profile(profile).to_text()),) if profile else (),
     )
     job_script = render_job_script(decided, folder, options)
     for warning in decided.warnings:

@@ -20,6 +20,12 @@ DATALOADER_WORKERS = "SCALETRAIN_DATALOADER_WORKERS"
 MIN_FREE_GB = "SCALETRAIN_MIN_FREE_GB"
 RENDEZVOUS_TIMEOUT = "SCALETRAIN_RENDEZVOUS_TIMEOUT"
 EXPECT_NET_PLUGIN = "SCALETRAIN_EXPECT_NET_PLUGIN"
+MONITOR_INTERVAL = "SCALETRAIN_MONITOR_INTERVAL"
+"""Seconds between the monitor's samples; exported after the preflight, for training only."""
+PROFILE = "SCALETRAIN_PROFILE"
+"""RANKS[:WAIT,WARMUP,ACTIVE]: profile these ranks (st.profile, the instrumented entry)."""
+STOP_AFTER_STEPS = "SCALETRAIN_STOP_AFTER_STEPS"
+"""The instrumented entry ends the script after this many optimizer steps (scaletrain scale)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

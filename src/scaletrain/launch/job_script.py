@@ -37,6 +37,10 @@ from scaletrain.planning.plan import Plan
 
 # The in-job preflight check (scaletrain.diagnose); run on every rank before training.
 PREFLIGHT_MODULE = "scaletrain.diagnose.preflight"
+# scaletrain.observe's in-job entry points, named without importing them (they import torch
+# or psutil): the per-node sampler, and the entry that profiles and times an unchanged script.
+SAMPLER_MODULE = "scaletrain.observe.sampler"
+INSTRUMENT_MODULE = "scaletrain.observe.instrument"
 # Comment lines of job scripts stay within 96 columns with their `# `.
 _COMMENT_WIDTH = 94
 # Time to save a checkpoint before the time limit; Slurm may signal up to a minute early.
@@ -60,6 +64,11 @@ class JobOptions:
     """torchrun/accelerate restart all processes of a node group this often after a crash."""
     preflight: bool = True
     """Run the preflight check on every rank before training."""
+    monitor_interval_s: float | None = 2.0
+    """Seconds between GPU/CPU samples of each node's sampler; None: no sampler."""
+    instrument: tuple[tuple[str, str], ...] = ()
+    """Variables of scaletrain's instrumented entry (a profile, a step limit); when given,
+    training runs through it and the job exports them."""
 
     def __post_init__(self) -> None:
         for option, value in (
@@ -180,11 +189,12 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
         },
         "run_dir_variable": variables.RUN_DIR,
         "container_words": shlex.split(plan.container_command or ""),
-        "environment": _environment(plan, mode, options.max_restarts),
+        "environment": _environment(plan, mode, options),
         "port": {"base": JOB_PORT_BASE, "span": JOB_PORT_SPAN},
         "preflight_environment": _preflight_environment(plan, mode.tasks_per_node),
         "preflight_target": Target(module=PREFLIGHT_MODULE),
-        "training_target": Target(script=plan.script, args=plan.script_args),
+        "training_target": _training_target(plan, options),
+        "monitor": _monitor(options),
         "why": variables.reason,
     }
     return _templates().get_template("job.sbatch.j2").render(context)
@@ -223,10 +233,29 @@ def _check_container(plan: Plan, binds: list[Path]) -> None:
             )
 
 
-def _environment(plan: Plan, mode: LaunchMode, max_restarts: int) -> list[tuple[str, str]]:
-    """Variables exported with their values: the plan's, then the mode's own."""
-    added = mode.environment(on_cpus=plan.accelerator == "cpu", max_restarts=max_restarts)
-    return list((dict(plan.environment) | added).items())
+def _environment(plan: Plan, mode: LaunchMode, options: JobOptions) -> list[tuple[str, str]]:
+    """Variables exported with their values: the plan's, the mode's own, then those of
+    scaletrain's instrumented entry."""
+    added = mode.environment(on_cpus=plan.accelerator == "cpu", max_restarts=options.max_restarts)
+    return list((dict(plan.environment) | added | dict(options.instrument)).items())
+
+
+def _training_target(plan: Plan, options: JobOptions) -> Target:
+    """The script, or the script through the instrumented entry (profile, step limit)."""
+    if options.instrument:
+        return Target(module=INSTRUMENT_MODULE, args=(plan.script, *plan.script_args))
+    return Target(script=plan.script, args=plan.script_args)
+
+
+def _monitor(options: JobOptions) -> dict[str, str] | None:
+    """The sampler each node's first task starts, or None without monitoring."""
+    if not options.monitor_interval_s:
+        return None
+    return {
+        "variable": variables.MONITOR_INTERVAL,
+        "interval": f"{options.monitor_interval_s:g}",
+        "module": SAMPLER_MODULE,
+    }
 
 
 def _preflight_environment(plan: Plan, tasks_per_node: str) -> list[tuple[str, str]]:

@@ -1,0 +1,143 @@
+"""`scaletrain scale --cluster`: one Slurm job per node count, one after another (jobs of
+a study must not share the machine), with the billing shown, and bounded, first."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from scaletrain.cli.common import process_environ
+from scaletrain.clusters.catalog import load_profile
+from scaletrain.clusters.slurm_time import format_slurm_time
+from scaletrain.core import console
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.job_script import JobOptions, render_job_script
+from scaletrain.launch.submission import check_script, submit_job
+from scaletrain.observe.sampler import DEFAULT_INTERVAL_S
+from scaletrain.observe.scaling import Point, StudyDesign, measure
+from scaletrain.planning.plan import Plan
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
+from scaletrain.slurm import commands as slurm
+
+_POLL_S = 2.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SlurmStudy:
+    cluster: str
+    time: str
+    gpus_per_node: int | None
+    partition: str | None
+    account: str | None
+    mode: str
+    budget: float | None
+    preflight: bool
+
+
+def _plans(
+    study: SlurmStudy,
+    script: Path,
+    args: Sequence[str],
+    design: StudyDesign,
+    environ: dict[str, str],
+) -> dict[int, Plan]:
+    profile = load_profile(study.cluster, environ)
+    return {
+        size: plan_job(
+            Request(
+                cluster=study.cluster,
+                script=str(script),
+                script_args=design.script_args(args, size),
+                time=study.time,
+                nodes=size,
+                gpus_per_node=study.gpus_per_node or profile.node.gpus,
+                partition=study.partition,
+                mode=study.mode,
+                account=study.account,
+            ),
+            profile,
+        )
+        for size in design.sizes
+    }
+
+
+def _show_billing(plans: dict[int, Plan], budget: float | None) -> None:
+    """Each job's cost for its whole time limit (the most it can bill), and the total."""
+    table = Table(title="what the study may bill", title_justify="left")
+    for column in ("nodes", "processes", "partition", "time limit", "billing"):
+        table.add_column(column)
+    total, unit = 0.0, ""
+    for size, plan in plans.items():
+        billing = plan.billing
+        cost = "-" if billing is None else f"{billing.total_units:.4g} {billing.unit}"
+        if billing is not None:
+            total += billing.total_units
+            unit = billing.unit
+        limit = format_slurm_time(plan.time_seconds)
+        table.add_row(str(size), str(plan.world_size), plan.partition, limit, escape(cost))
+    table.add_row("all", "", "", "", f"at most {total:.4g} {unit}")
+    console.console.print(table)
+    console.info("  jobs run one after another and end after the study's steps, usually well "
+                 "before their time limit")  # fmt: skip
+    if budget is not None and total > budget:
+        raise ScaletrainError(
+            f"The study may bill {total:.4g} {unit}, more than --budget {budget:g}.",
+            "use fewer or smaller --sizes, a shorter --time per job, or a larger --budget.",
+        )
+
+
+def _wait(job_id: str, size: int, environ: dict[str, str]) -> str:
+    while True:
+        info = slurm.job_info(job_id, environ=environ)
+        if info is None or not info.is_active:
+            return info.state if info else "UNKNOWN"
+        time.sleep(_POLL_S)
+
+
+def run_on_slurm(
+    study: SlurmStudy,
+    folder: RunFolder,
+    script: Path,
+    args: Sequence[str],
+    design: StudyDesign,
+    *,
+    dry_run: bool,
+) -> tuple[list[Point], int] | None:
+    """Plan, show the billing, then submit and wait for each size; the points and the
+    processes per node (None for --dry-run)."""
+    environ = process_environ()
+    workdir = Path.cwd()
+    check_script(str(script), workdir)
+    plans = _plans(study, script, args, design, environ)
+    _show_billing(plans, study.budget)
+    if dry_run:
+        return None
+    points = []
+    options = JobOptions(
+        workdir=workdir,
+        requeue=False,
+        max_restarts=0,
+        preflight=study.preflight,
+        monitor_interval_s=DEFAULT_INTERVAL_S,
+        instrument=tuple(design.variables().items()),
+    )
+    for size, plan in plans.items():
+        run = RunFolder(folder.root / "sizes" / f"n{size}")
+        job_id = submit_job(plan, run, render_job_script(plan, run, options), environ)
+        console.info(f"  {size} node(s): job {job_id}, run folder {run.root}/")
+        state = _wait(job_id, size, environ)
+        if state != "COMPLETED":
+            raise ScaletrainError(
+                f"The job with {size} node(s) ended {state}.",
+                f"see {run.logs}/ (scaletrain logs {folder.name}/sizes/n{size}); the study "
+                "stops at the first failed size.",
+            )
+        points.append(measure(run, size, design))
+    return points, next(iter(plans.values())).gpus_per_node

@@ -1,0 +1,120 @@
+"""PNG plots of monitor samples, trace breakdowns and scaling studies.
+
+matplotlib is an optional extra (`pip install 'scaletrain[plots]'`), imported only here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from scaletrain.observe.samples import Sample
+
+
+def plots_available() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display on compute or login nodes
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(figure: Any, path: Path) -> Path:
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    _pyplot().close(figure)
+    return path
+
+
+def plot_monitor(samples_by_host: Mapping[str, Sequence[Sample]], path: Path) -> Path:
+    """Over time: GPU utilisation per GPU (when there are GPUs), CPU per rank, memory per node."""
+    plt = _pyplot()
+    has_gpus = any(sample.gpus for samples in samples_by_host.values() for sample in samples)
+    rows = 3 if has_gpus else 2
+    figure, axes = plt.subplots(rows, 1, figsize=(9, 2.6 * rows), sharex=True)
+    start = min(samples[0].time for samples in samples_by_host.values() if samples)
+    for host, samples in sorted(samples_by_host.items()):
+        times = [sample.time - start for sample in samples]
+        row = 0
+        if has_gpus:
+            indices = sorted({gpu.index for sample in samples for gpu in sample.gpus})
+            for index in indices:
+                values = [
+                    next((g.utilization_percent for g in s.gpus if g.index == index), None)
+                    for s in samples
+                ]
+                axes[0].plot(times, values, label=f"{host} GPU {index}")
+            axes[0].set_ylabel("GPU busy (%)")
+            row = 1
+        ranks = sorted({rank.rank for sample in samples for rank in sample.ranks})
+        for rank_id in ranks:
+            points = [
+                (sample.time - start, rank.cpu_percent)
+                for sample in samples
+                for rank in sample.ranks
+                if rank.rank == rank_id
+            ]
+            axes[row].plot(*zip(*points, strict=True), label=f"rank {rank_id} ({host})")
+        axes[row].set_ylabel("CPU per rank (%)")
+        axes[row + 1].plot(times, [s.memory_used_bytes / 1e9 for s in samples], label=host)
+        axes[row + 1].set_ylabel("host memory (GB)")
+    axes[-1].set_xlabel("seconds since the first sample")
+    for axis in axes:
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize="small", loc="upper right")
+    axes[0].set_title("GPU and CPU use during the run")
+    return _save(figure, path)
+
+
+def plot_stacked_bars(
+    categories: Mapping[str, Sequence[float]],
+    labels: Sequence[str],
+    title: str,
+    unit: str,
+    path: Path,
+) -> Path:
+    """One bar per label, stacked by category (e.g. compute, communication, idle per rank)."""
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(max(5.0, 1.0 + 0.7 * len(labels)) + 2.5, 4))
+    bottoms = [0.0] * len(labels)
+    for name, values in categories.items():
+        axis.bar(labels, values, bottom=bottoms, label=name)
+        bottoms = [bottom + value for bottom, value in zip(bottoms, values, strict=True)]
+    axis.set_ylabel(unit)
+    axis.set_title(title)
+    axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars
+    axis.grid(True, axis="y", alpha=0.3)
+    return _save(figure, path)
+
+
+def plot_lines(
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    title: str,
+    x_label: str,
+    y_label: str,
+    path: Path,
+    *,
+    log_x: bool = False,
+    styles: Mapping[str, str] | None = None,
+) -> Path:
+    """Named (x, y) series on one axis; `styles` gives a matplotlib format per series."""
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for name, (xs, ys) in series.items():
+        axis.plot(xs, ys, (styles or {}).get(name, "o-"), label=name)
+    if log_x:
+        axis.set_xscale("log", base=2)
+    axis.set_xlabel(x_label)
+    axis.set_ylabel(y_label)
+    axis.set_title(title)
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize="small")
+    return _save(figure, path)
