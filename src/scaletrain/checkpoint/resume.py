@@ -97,7 +97,8 @@ def _load(folder: Path, objects: TrainingObjects, target: SaveTarget) -> None:
 def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
     """Load the newest intact checkpoint on every rank (a collective); None if there is none."""
     store = target.store
-    names: list[str] = _from_rank_zero([folder.name for folder in store.complete()], target)
+    found = ([folder.name for folder in store.complete()], bool(store.damaged()))
+    names, any_damaged = _from_rank_zero(found, target)
     for name in names:
         folder = store.root / name
         problems = _from_all_ranks(_damage(folder, target), target)
@@ -117,9 +118,12 @@ def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
             manifest=Manifest.read(folder),
             rank_state=read_rank_state(folder, target.rank),
         )
-    if names:
+    if names or any_damaged:
+        # Also when an earlier attempt set them all aside: an elastic restart or a requeue
+        # must not quietly train from scratch in the run that holds them.
         raise ScaletrainError(
-            f"Every checkpoint in {store.root} is damaged; none was loaded and none was deleted.",
+            f"Every checkpoint in {store.root} is damaged (set aside as step-*.damaged); none "
+            "was loaded, none was deleted, and the run does not start over by itself.",
             "look at the step-*.damaged folders (see the messages above); move the checkpoints "
             "folder away to start this run over, or restore a copy.",
         )

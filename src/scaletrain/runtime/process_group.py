@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.runtime.child_processes import end_children_with_this_process
 from scaletrain.runtime.device import DeviceChoice, backend_for, choose_device
 from scaletrain.runtime.launchers import detect_layout
 from scaletrain.runtime.layout import DistEnv, ProcessLayout, allowed_cpus, cpus_per_process
@@ -79,6 +80,7 @@ def init(
 
     environ = os.environ if environ is None else environ
     layout = detect_layout(environ)
+    end_children_with_this_process()
     if device is None:
         visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
         choice = choose_device(layout, visible, environ)
