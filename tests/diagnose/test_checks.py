@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from scaletrain.diagnose.preflight.devices import check_devices, visible_from_variables
+from scaletrain.diagnose.preflight.devices import check_devices
 from scaletrain.diagnose.preflight.gpu import check_communication, loaded_net_plugins
 from scaletrain.diagnose.preflight.inputs import parse_cpu_masks, read_inputs
 from scaletrain.diagnose.preflight.job_checks import check_consistency
@@ -47,13 +47,6 @@ def test_nccl_socket_ifname_rules() -> None:
     assert select_interfaces("hsn", interfaces, exact=True) == []
 
 
-def test_hip_visibility_picks_from_what_rocr_left_visible() -> None:
-    assert visible_from_variables(
-        {"ROCR_VISIBLE_DEVICES": "4,5,6", "HIP_VISIBLE_DEVICES": "2"}
-    ) == ("6",)
-    assert visible_from_variables({}) is None
-
-
 def test_one_gpu_per_task_uses_that_gpu_and_its_number_selects_the_mask() -> None:
     layout = dataclasses.replace(
         SINGLE_PROCESS, launcher="slurm", rank=3, local_rank=3, world_size=8, local_world_size=8
@@ -67,7 +60,7 @@ def test_too_many_local_ranks_for_the_visible_gpus_fails() -> None:
         SINGLE_PROCESS, launcher="torchrun", rank=3, local_rank=3, world_size=4, local_world_size=4
     )
     result, _ = check_devices(layout, {"CUDA_VISIBLE_DEVICES": "0,1"}, (), None)
-    assert result.status == "fail" and "only 2 are visible" in result.seen
+    assert result.status == "fail" and "only 2 GPU(s) are visible" in result.seen
 
 
 def test_ranks_that_disagree_on_the_world_size_fail() -> None:

@@ -80,12 +80,16 @@ def test_wrong_affinity_fails_with_the_masks_to_bind(tmp_path: Path) -> None:
     assert "preflight failed" in report
 
 
-def test_two_ranks_seeing_only_device_0_share_one_gpu(tmp_path: Path) -> None:
+def test_two_torchrun_ranks_seeing_only_device_0_fail_before_sharing_it(tmp_path: Path) -> None:
+    # torchrun's ranks share the node's list: one visible GPU for two would be two ranks on
+    # one GPU, which NCCL refuses ("Duplicate GPU detected").
     environ = clean_environ(CUDA_VISIBLE_DEVICES="0")
     result = torchrun(PREFLIGHT, "--expected-gpus-per-node", "2", nproc=2, environ=environ)
     assert result.returncode != 0
-    assert "FAIL gpu-per-rank (job): ranks 0-1 on" in result.stderr
-    assert "all use GPU 0" in result.stderr and "give each rank its own GPU" in result.stderr
+    assert "FAIL devices (rank 0-1 on" in result.stderr, result.stderr
+    assert "torchrun started 2 processes on this node but only 1 GPU(s) are visible" in (
+        result.stderr
+    )
 
 
 def test_more_visible_gpus_than_expected_fails_naming_the_variable(tmp_path: Path) -> None:

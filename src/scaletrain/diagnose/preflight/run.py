@@ -71,8 +71,9 @@ def _local_checks(
 ) -> tuple[list[CheckResult], RankFacts]:
     import torch
 
+    task = f"{socket.gethostname()} pid {os.getpid()}"
     devices, view = check_devices(
-        layout, environ, gpu_identities(torch), inputs.expected_gpus_per_node
+        layout, environ, gpu_identities(torch, environ, task), inputs.expected_gpus_per_node
     )
     cpus = os.sched_getaffinity(0)
     results = [
