@@ -140,3 +140,19 @@ def test_read_only_run_folder_fails_before_training(tmp_path: Path) -> None:
     assert "FAIL run-folder (rank 0-1 on" in result.stderr
     assert "Read-only file system" in result.stderr
     assert "fix: put runs where every node can write" in result.stderr
+
+
+def test_too_low_open_files_limit_fails_before_training(tmp_path: Path) -> None:
+    # A real limit, set as a job script would: rank 0 of 2 needs 261 descriptors.
+    command = f"ulimit -n 260 && exec {sys.executable} -m torch.distributed.run --standalone --nproc-per-node=2 {PREFLIGHT}"
+    result = subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        env=clean_environ(),
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "FAIL open-files (rank 0 on" in result.stderr, result.stderr
+    assert "ulimit -n 260 (hard 260); 2 ranks need up to 261 per process" in result.stderr

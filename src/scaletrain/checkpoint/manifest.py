@@ -8,6 +8,7 @@ found before anything is loaded. Plain JSON: readable without torch (status, doc
 from __future__ import annotations
 
 import json
+import os
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -58,8 +59,12 @@ class Manifest:
     versions: dict[str, str] = field(default_factory=dict)
 
     def write(self, folder: Path) -> None:
+        """Write checkpoint.json into `folder` and fsync it (the folder is published after)."""
         record = {"format": FORMAT_VERSION, **asdict(self)}
-        (folder / MANIFEST_NAME).write_text(json.dumps(record, indent=1) + "\n")
+        with (folder / MANIFEST_NAME).open("w") as file:
+            file.write(json.dumps(record, indent=1) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
 
     @classmethod
     def read(cls, folder: Path) -> Manifest:
@@ -89,15 +94,23 @@ def digest(path: Path) -> FileDigest:
     return FileDigest(size=path.stat().st_size, crc32=crc)
 
 
-def find_damage(folder: Path, expected: dict[str, FileDigest]) -> list[str]:
-    """One line per file of `expected` that is missing, of another size, or garbled."""
-    problems = []
+def read_checked(
+    folder: Path, expected: dict[str, FileDigest]
+) -> tuple[list[str], dict[str, bytes]]:
+    """Read the files of `expected` once, into memory, and check each against its digest.
+
+    Returns one line per file that is missing, of another size or garbled, and the contents
+    of the intact ones (for loading them without reading them again).
+    """
+    problems, contents = [], {}
     for name, want in expected.items():
         path = folder / name
         if not path.is_file():
             problems.append(f"{name} is missing")
         elif (size := path.stat().st_size) != want.size:
             problems.append(f"{name} has {size:,} bytes instead of {want.size:,}")
-        elif digest(path).crc32 != want.crc32:
+        elif zlib.crc32(content := path.read_bytes()) != want.crc32:
             problems.append(f"{name} does not match its checksum")
-    return problems
+        else:
+            contents[name] = content
+    return problems, contents

@@ -5,20 +5,18 @@ Model and optimizer go through DCP's get_state_dict/set_state_dict: parameter na
 the DDP `module.` prefix, optimizer state keyed by those names, so the same checkpoint loads
 into DDP, a plain module, or FSDP, with any number of processes.
 
-Each rank's generators are saved as ranks/rank-NNNNN.json in JSON, never pickle. Rank N gets
-its own state back on resume, so dropout masks and augmentations continue exactly; when a run
-resumes with fewer processes the extra files are ignored, with more processes the new ranks
-keep their seeds.
+Each rank's generators are saved as JSON text (never pickle) inside its own DCP shard
+(writer.py, RANK_STATE_KEY). Rank N gets its own state back on resume, so dropout masks and
+augmentations continue exactly; when a run resumes with fewer processes the extra states are
+ignored, with more processes the new ranks keep their seeds.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -29,7 +27,6 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.optim import Optimizer
 
-from scaletrain.checkpoint.layout import rank_file
 
 
 class HasState(Protocol):
@@ -120,15 +117,3 @@ def saved_loader_generator(state: dict[str, Any]) -> torch.Tensor | None:
     """The loader generator's state at the start of the saved epoch, if one was saved."""
     text = state.get("loader_generator")
     return None if text is None else _decode(text)
-
-
-def write_rank_state(folder: Path, rank: int, state: dict[str, Any]) -> None:
-    path = folder / rank_file(rank)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state))
-
-
-def read_rank_state(folder: Path, rank: int) -> dict[str, Any] | None:
-    """This rank's saved state, or None when the checkpoint was saved by fewer ranks."""
-    path = folder / rank_file(rank)
-    return json.loads(path.read_text()) if path.is_file() else None
