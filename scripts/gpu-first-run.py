@@ -95,7 +95,9 @@ def main() -> int:
             "barrier_warnings": [],
             "this_process_on_gpu_0": rank == 0,
         }
-        failures += [f"rank {rank}: {key}" for key, value in expected.items() if record.get(key) != value]
+        failures += [
+            f"rank {rank}: {key}" for key, value in expected.items() if record.get(key) != value
+        ]
     print("all as documented" if not failures else "\n".join(["DIFFERENT:", *failures]))
     return 0 if not failures else 1
 

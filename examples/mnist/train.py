@@ -170,12 +170,18 @@ def main() -> None:
             labels = labels.to(env.device, non_blocking=True)
             optimizer.zero_grad(set_to_none=True)
             # e.g. 32 images per process in 2 micro-batches of 16: the same step, half the memory
-            parts = zip(images.chunk(args.accumulation_steps), labels.chunk(args.accumulation_steps))
+            parts = list(
+                zip(
+                    images.chunk(args.accumulation_steps),
+                    labels.chunk(args.accumulation_steps),
+                    strict=True,
+                )
+            )
             for number, (part_images, part_labels) in enumerate(parts, start=1):
                 loss = nn.functional.cross_entropy(model(part_images), part_labels)
-                last = number == args.accumulation_steps
-                with gradient_sync(model, last_micro_batch=last):
-                    (loss / args.accumulation_steps).backward()  # DDP averages over ranks at the last
+                # DDP averages the gradients of all ranks at the last micro-batch's backward.
+                with gradient_sync(model, last_micro_batch=number == len(parts)):
+                    (loss / len(parts)).backward()
             optimizer.step()
             progress.update(epoch=epoch, loss=loss)
         accuracy = evaluate(model, test_loader, env.device)

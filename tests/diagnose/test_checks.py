@@ -14,8 +14,8 @@ from scaletrain.diagnose.preflight.gpu import (
 from scaletrain.diagnose.preflight.inputs import parse_cpu_masks, read_inputs
 from scaletrain.diagnose.preflight.job_checks import check_consistency
 from scaletrain.diagnose.preflight.local_checks import (
-    check_open_files,
     check_affinity,
+    check_open_files,
     cpus_of_mask,
     select_interfaces,
 )

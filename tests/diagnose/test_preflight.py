@@ -144,7 +144,10 @@ def test_read_only_run_folder_fails_before_training(tmp_path: Path) -> None:
 
 def test_too_low_open_files_limit_fails_before_training(tmp_path: Path) -> None:
     # A real limit, set as a job script would: rank 0 of 2 needs 261 descriptors.
-    command = f"ulimit -n 260 && exec {sys.executable} -m torch.distributed.run --standalone --nproc-per-node=2 {PREFLIGHT}"
+    command = (
+        f"ulimit -n 260 && exec {sys.executable} -m torch.distributed.run --standalone "
+        f"--nproc-per-node=2 {PREFLIGHT}"
+    )
     result = subprocess.run(
         ["bash", "-c", command],
         capture_output=True,

@@ -75,9 +75,7 @@ def test_torchrun_with_fewer_visible_gpus_than_processes_is_scaletrain_s_error()
         layout = dataclasses.replace(two_local, launcher=launcher)
         with pytest.raises(LaunchEnvironmentError) as caught:
             choose_device(layout, visible_count=1, environ={"CUDA_VISIBLE_DEVICES": "0"})
-        assert "started 2 processes on this node but only 1 GPU(s) are visible" in str(
-            caught.value
-        )
+        assert "started 2 processes on this node but only 1 GPU(s) are visible" in str(caught.value)
         assert "--nproc-per-node=1" in caught.value.hint
 
 

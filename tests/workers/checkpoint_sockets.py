@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 from torch import nn
@@ -19,7 +18,7 @@ from scaletrain.checkpoint.checkpointer import _bookkeeping_groups
 
 
 def open_sockets() -> int:
-    links = (os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd"))
+    links = (str(fd.readlink()) for fd in Path("/proc/self/fd").iterdir())
     return sum(1 for link in links if link.startswith("socket:"))
 
 

@@ -1,11 +1,12 @@
 """Find the newest intact checkpoint of a run and load it into the training objects.
 
-Every rank reads its share of the files once (those it wrote, when the number of ranks is
-unchanged), checks them (size and CRC-32 against checkpoint.json) and keeps them in memory
-for the load; rank 0 checks DCP's metadata against an allowlist; the ranks then agree. A damaged checkpoint is
-reported by name, renamed to step-N.damaged (nothing is deleted) and the next older one is
-tried. An intact checkpoint that does not fit the model (the script changed) is an error:
-older checkpoints would not fit either, and silently starting over would lose training.
+Every rank reads its share of the files once (those it wrote, when the number of ranks
+is unchanged), checks them (size and CRC-32 against checkpoint.json) and keeps them in
+memory for the load; rank 0 checks DCP's metadata against an allowlist; the ranks then
+agree. A damaged checkpoint is reported by name, renamed to step-N.damaged (nothing is
+deleted) and the next older one is tried. An intact checkpoint that does not fit the model
+(the script changed) is an error: older checkpoints would not fit either, and silently
+starting over would lose training.
 """
 
 from __future__ import annotations

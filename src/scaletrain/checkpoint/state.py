@@ -28,7 +28,6 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.optim import Optimizer
 
 
-
 class HasState(Protocol):
     """An LR scheduler, a GradScaler, or anything else with state_dict/load_state_dict."""
 

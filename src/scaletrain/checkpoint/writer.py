@@ -13,6 +13,7 @@ Order, so that a crash at any moment leaves the previous checkpoint loadable:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import json
@@ -161,10 +162,9 @@ def _prepare_writer_thread(device: torch.device) -> None:
     create a context on GPU 0), and behind training in the CPU scheduler's queue."""
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    try:
+    # Not Linux, or not allowed: the thread writes at normal priority.
+    with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITER_NICENESS)
-    except (AttributeError, OSError):  # not Linux, or not allowed: write at normal priority
-        pass
 
 
 class BackgroundWriter:

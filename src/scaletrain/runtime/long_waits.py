@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from scaletrain.core.errors import ScaletrainError
 
 if TYPE_CHECKING:
-    from torch.distributed import Store
+    from torch.distributed.distributed_c10d import Store
 
 # Longer than any data preparation, shorter than the longest jobs: a rank that died ends the
 # job through its launcher long before this (srun --kill-on-bad-exit, torchrun).
@@ -31,7 +31,7 @@ class LongWaits:
     """
 
     def __init__(self, store: Store, world_size: int) -> None:
-        from torch.distributed import PrefixStore
+        from torch.distributed.distributed_c10d import PrefixStore
 
         self._store = PrefixStore("scaletrain-waits", store)
         self._world_size = world_size

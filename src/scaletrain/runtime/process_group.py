@@ -27,7 +27,8 @@ from scaletrain.runtime.long_waits import LongWaits
 
 if TYPE_CHECKING:
     import torch
-    from torch.distributed import ProcessGroup, Store
+    from torch.distributed import ProcessGroup
+    from torch.distributed.distributed_c10d import Store
 
 logger = logging.getLogger("scaletrain")
 
@@ -99,6 +100,7 @@ def _join(
     """
     import torch.distributed as dist
     from torch.distributed.constants import default_pg_timeout
+    from torch.distributed.rendezvous import rendezvous
 
     device_id = device if device.type == "cuda" else None
     if layout.world_size == 1:
@@ -110,7 +112,7 @@ def _join(
         return store
     export_torch_variables(layout, os.environ)
     store, _, _ = next(
-        dist.rendezvous(
+        rendezvous(
             "env://",
             rank=layout.rank,
             world_size=layout.world_size,

@@ -33,7 +33,10 @@ def gpu_identity(properties: Any, index: int, physical: tuple[str, ...], task: s
         return f"GPU-{properties.uuid}"
     bus = getattr(properties, "pci_bus_id", None)
     if isinstance(bus, int):
-        domain, device = getattr(properties, "pci_domain_id", 0), getattr(properties, "pci_device_id", 0)
+        domain, device = (
+            getattr(properties, "pci_domain_id", 0),
+            getattr(properties, "pci_device_id", 0),
+        )
         return f"{properties.name} at PCI {domain:04x}:{bus:02x}:{device:02x}"
     if index < len(physical):
         return f"{properties.name} {physical[index]}"

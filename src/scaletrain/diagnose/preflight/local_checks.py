@@ -156,7 +156,9 @@ def check_open_files(soft: int, hard: int, world_size: int, rank: int) -> CheckR
     if soft < 0 or soft >= need:  # -1: RLIM_INFINITY
         return ok(name, seen)
     if hard < 0 or hard >= need:
-        return fail(name, seen, "raise the limit in the job script before srun: ulimit -n $(ulimit -Hn)")
+        return fail(
+            name, seen, "raise the limit in the job script before srun: ulimit -n $(ulimit -Hn)"
+        )
     return fail(
         name,
         seen,

@@ -92,7 +92,9 @@ def _local_checks(
         check_socket_interfaces("GLOO_SOCKET_IFNAME", inputs.gloo_socket_ifname, exact=True),
         check_run_folder_writable(root),
         check_free_space(root, inputs.min_free_bytes),
-        check_open_files(*resource.getrlimit(resource.RLIMIT_NOFILE), layout.world_size, layout.rank),
+        check_open_files(
+            *resource.getrlimit(resource.RLIMIT_NOFILE), layout.world_size, layout.rank
+        ),
     ]
     facts = RankFacts(
         host=socket.gethostname(),
