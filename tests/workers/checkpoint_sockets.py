@@ -7,6 +7,7 @@ are gloo either way; only the training group would be NCCL)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
@@ -18,8 +19,11 @@ from scaletrain.checkpoint.checkpointer import _bookkeeping_groups
 
 
 def open_sockets() -> int:
-    links = (str(fd.readlink()) for fd in Path("/proc/self/fd").iterdir())
-    return sum(1 for link in links if link.startswith("socket:"))
+    count = 0
+    for descriptor in list(Path("/proc/self/fd").iterdir()):
+        with contextlib.suppress(FileNotFoundError):  # the listing's own, closed by now
+            count += str(descriptor.readlink()).startswith("socket:")
+    return count
 
 
 parser = argparse.ArgumentParser()

@@ -190,6 +190,11 @@ class BackgroundWriter:
             write_checkpoint, replace(job, state=self._staged), self.target, staged=True
         )
 
+    @property
+    def in_flight(self) -> bool:
+        """True while a save is being written."""
+        return self._pending is not None and not self._pending.done()
+
     def wait(self) -> None:
         """Block until the save in flight (if any) is published; re-raise its error."""
         pending, self._pending = self._pending, None
