@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 
 from scaletrain.core.errors import LaunchEnvironmentError
 from scaletrain.runtime.device import (
@@ -16,6 +17,7 @@ from scaletrain.runtime.device import (
 )
 from scaletrain.runtime.launchers import SINGLE_PROCESS
 from scaletrain.runtime.layout import cpus_per_process
+from scaletrain.runtime.process_group import init
 
 FOUR_PER_NODE = dataclasses.replace(
     SINGLE_PROCESS, launcher="torchrun", rank=6, local_rank=2, world_size=8, local_world_size=4
@@ -124,3 +126,9 @@ def test_device_names_for_init() -> None:
     assert parse_device("cpu") == DeviceChoice("cpu", None)
     with pytest.raises(LaunchEnvironmentError, match="'gpu0' is not a device"):
         parse_device("gpu0")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the answer of a machine without GPUs")
+def test_init_with_device_cuda_and_no_gpu_says_so_before_joining() -> None:
+    with pytest.raises(LaunchEnvironmentError, match="device='cuda' was asked for, but torch"):
+        init(device="cuda", environ={})
