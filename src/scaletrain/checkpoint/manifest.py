@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,23 +95,32 @@ def digest(path: Path) -> FileDigest:
     return FileDigest(size=path.stat().st_size, crc32=crc)
 
 
+def _read_one(path: Path, want: FileDigest) -> tuple[str | None, bytes | None]:
+    """(the problem, None) or (None, the file's bytes)."""
+    if not path.is_file():
+        return f"{path.name} is missing", None
+    if (size := path.stat().st_size) != want.size:
+        return f"{path.name} has {size:,} bytes instead of {want.size:,}", None
+    content = path.read_bytes()
+    if zlib.crc32(content) != want.crc32:
+        return f"{path.name} does not match its checksum", None
+    return None, content
+
+
 def read_checked(
-    folder: Path, expected: dict[str, FileDigest]
+    folder: Path, expected: dict[str, FileDigest], *, threads: int = 1
 ) -> tuple[list[str], dict[str, bytes]]:
-    """Read the files of `expected` once, into memory, and check each against its digest.
+    """Read the files of `expected` once, into memory, and check each against its digest;
+    `threads` files at a time (reads and zlib's CRC-32 release the GIL, so one file's
+    checksum runs while another is read).
 
     Returns one line per file that is missing, of another size or garbled, and the contents
     of the intact ones (for loading them without reading them again).
     """
-    problems, contents = [], {}
-    for name, want in expected.items():
-        path = folder / name
-        if not path.is_file():
-            problems.append(f"{name} is missing")
-        elif (size := path.stat().st_size) != want.size:
-            problems.append(f"{name} has {size:,} bytes instead of {want.size:,}")
-        elif zlib.crc32(content := path.read_bytes()) != want.crc32:
-            problems.append(f"{name} does not match its checksum")
-        else:
-            contents[name] = content
+    names = list(expected)
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(names) or 1))) as pool:
+        results = pool.map(lambda name: _read_one(folder / name, expected[name]), names)
+        checked = dict(zip(names, results, strict=True))
+    problems = [problem for problem, _ in checked.values() if problem is not None]
+    contents = {name: content for name, (_, content) in checked.items() if content is not None}
     return problems, contents

@@ -71,7 +71,8 @@ def _check(folder: Path, target: SaveTarget) -> tuple[list[str], dict[str, bytes
     except DamagedCheckpointError as error:
         return ([error.problem] if target.rank == 0 else []), {}
     mine = files_of_rank(set(manifest.files), target.rank, target.world_size)
-    problems, contents = read_checked(folder, {name: manifest.files[name] for name in mine})
+    expected = {name: manifest.files[name] for name in mine}
+    problems, contents = read_checked(folder, expected, threads=target.cores)
     if METADATA_NAME in mine and not problems:
         try:
             check_metadata(folder)
