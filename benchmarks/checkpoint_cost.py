@@ -208,7 +208,6 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
 
 def worker(args: argparse.Namespace) -> None:
     import scaletrain as st
-
     from scaletrain.runtime.process_group import all_gather_objects
 
     env = st.init()
