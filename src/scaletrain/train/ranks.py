@@ -35,12 +35,13 @@ def print0(*values: Any, **print_options: Any) -> None:
 
 
 def barrier(*, timeout: timedelta = DEFAULT_LONG_WAIT) -> None:
-    """Wait until every rank arrives here, for up to `timeout` (default 24 hours).
+    """Wait until every rank arrives here, for up to `timeout` (default 24 hours); a no-op
+    without a process group.
 
     It waits on the rendezvous store, not with a collective: NCCL ends a process whose
     collective waits longer than the group's timeout (10 minutes by default).
     """
-    if current_env().world_size > 1:
+    if dist.is_initialized() and dist.get_world_size() > 1:
         long_waits().barrier(timeout)
 
 
