@@ -50,7 +50,8 @@ def main() -> None:
     )
     model = GPT2LMHeadModel(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    loader = DataLoader(ByteChunks(args.text, args.length), batch_size=args.batch_size, shuffle=True)
+    chunks = ByteChunks(args.text, args.length)
+    loader = DataLoader(chunks, batch_size=args.batch_size, shuffle=True)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     accelerator.print(
         f"{accelerator.num_processes} processes, {accelerator.distributed_type}, "

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from scaletrain.clusters import load_profile
+from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.errors import ScaletrainError
-from scaletrain.planning import Request, plan_job
 from scaletrain.planning.memory import (
     ModelSize,
     activation_bytes,
     estimate_memory,
     parse_count,
 )
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
 
 GB = 1e9
 

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 import scaletrain as st
-from scaletrain.clusters import load_profile
-from scaletrain.planning import Request, plan_job, write_plan
+from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.planning.plan import write_plan
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
 from scaletrain.train.flops import transformer_flops_per_token
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from scaletrain.checkpoint.layout import CheckpointStore
-from scaletrain.core import console
 from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION
+from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import find_run
 
