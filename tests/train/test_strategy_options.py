@@ -180,7 +180,7 @@ def test_deepspeed_config_file_completed_and_checked(tmp_path: Path) -> None:
     )
     assert config["zero_optimization"]["stage"] == 2 and config["gradient_clipping"] == 0.5
     assert config["train_micro_batch_size_per_gpu"] == 1
-    with pytest.raises(ScaletrainError, match="sets stage=2 but wrap was given strategy=3"):
+    with pytest.raises(ScaletrainError, match="sets stage=2 but wrap was given strategy='zero3'"):
         deepspeed_config(
             WrapOptions(strategy="zero3", deepspeed_config=path), Precision.named("fp32", None)
         )

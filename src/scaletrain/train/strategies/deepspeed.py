@@ -46,16 +46,20 @@ def _read_config(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     return loaded
 
 
-def _agree(config: dict[str, Any], key: str, ours: Any, default: Any, option: str) -> Any:
+def _agree(
+    config: dict[str, Any], key: str, ours: Any, default: Any, option: str, given: Any = None
+) -> Any:
     """The config's value for `key`, or ours when it has none; both set and different is an
-    error, since silently dropping either would train differently than asked."""
+    error, since silently dropping either would train differently than asked. `given` is the
+    option as the user wrote it, when that differs from the config's value (a strategy name)."""
     theirs = config.get(key)
     if theirs is None:
         config[key] = ours
         return ours
     if ours != default and theirs != ours:
+        shown = ours if given is None else given
         raise ScaletrainError(
-            f"The DeepSpeed config sets {key}={theirs!r} but wrap was given {option}={ours!r}.",
+            f"The DeepSpeed config sets {key}={theirs!r} but wrap was given {option}={shown!r}.",
             f"set it in one place: remove {key} from the config or {option} from wrap.",
         )
     return theirs
@@ -66,7 +70,7 @@ def deepspeed_config(options: WrapOptions, precision: Precision) -> dict[str, An
     config = _read_config(options.deepspeed_config) if options.deepspeed_config else {}
     zero = config.setdefault("zero_optimization", {})
     if options.strategy != "deepspeed":
-        _agree(zero, "stage", int(options.strategy[-1]), None, "strategy")
+        _agree(zero, "stage", int(options.strategy[-1]), None, "strategy", options.strategy)
     _agree(
         config, "gradient_accumulation_steps", options.accumulation_steps, 1, "accumulation_steps"
     )
