@@ -18,7 +18,7 @@ import torch
 from scaletrain.checkpoint.export import export_model, read_model
 from tests.conftest import REPO, WORKERS, scaletrain, torchrun
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.long]
 
 WORKER = WORKERS / "strategy_resume.py"
 STEPS_PER_EPOCH = 4

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import REPO, clean_environ, scaletrain
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.long]
 
 EXAMPLE = REPO / "examples" / "accelerate_fsdp"
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO, scaletrain
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.long]
 
 # Documented in each example's README for its stand-in data.
 FASHION_MNIST_ACCURACY = 0.90  # WRN-10-1, 4 epochs (runs here: 97-98%)

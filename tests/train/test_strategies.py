@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import WORKERS, torchrun
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.long]
 
 FLOAT32_RTOL = 1e-5
 BF16_RTOL = 1e-2

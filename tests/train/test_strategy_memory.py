@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import WORKERS, clean_environ, torchrun
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.long]
 
 MODEL_GB = 16.8e6 * 4 / 1e9  # the worker's float32 parameters: 0.067 GB
 
