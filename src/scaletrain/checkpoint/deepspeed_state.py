@@ -152,9 +152,10 @@ class DeepSpeedState:
 
     def _flat_partitions(self) -> list[torch.Tensor]:
         """The float32 partitions the base optimizer steps (one per parameter group)."""
-        if self.zero3:
+        if self.zero3:  # handed to the base optimizer only while it steps
             return list(self.zero.fp32_partitioned_groups_flat)
-        return list(self.zero.single_partition_of_fp32_groups)
+        # ZeRO-1/2 (and DeepSpeed's bf16 optimizer) give each group's partition to it for good.
+        return [group["params"][0] for group in self.base.param_groups]
 
     def _create_optimizer_state(self) -> None:
         if not self.zero3:

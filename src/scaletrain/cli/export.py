@@ -42,9 +42,11 @@ def export(
         raise ScaletrainError(f"Unknown --dtype {dtype!r}.", f"use one of {', '.join(_DTYPES)}.")
     folder = find_run(runs_dir, run_name)
     store = CheckpointStore(folder.checkpoints)
-    source = store.root / checkpoint if checkpoint else store.latest()
-    if source is None or not source.is_dir():
-        known = ", ".join(path.name for path in store.complete()) or "none"
+    complete = store.complete()  # never a .partial or .damaged folder
+    named = [path for path in complete if path.name == checkpoint]
+    source = (named[0] if named else None) if checkpoint else store.latest()
+    if source is None:
+        known = ", ".join(path.name for path in complete) or "none"
         raise ScaletrainError(
             f"Run {folder.name} has no checkpoint {checkpoint or ''}".rstrip() + " to export.",
             f"name one of its complete checkpoints with --checkpoint (there: {known}).",
