@@ -150,8 +150,7 @@ def check_environment(options: WrapOptions, env: DistEnv, *, has_optimizer: bool
     in_the_step = options.accumulation_steps > 1 or options.max_grad_norm
     if not has_optimizer and (in_the_step or options.precision == "fp16"):
         raise ScaletrainError(
-            "Gradient accumulation, clipping and fp16's loss scaling happen in the optimizer "
-            "step.",
+            "Gradient accumulation, clipping and fp16's loss scaling happen in the optimizer step.",
             "pass the optimizer: training = st.wrap(model, optimizer, ...), then call "
             "training.backward(loss) and training.step().",
         )
