@@ -2,8 +2,10 @@
 torch.distributed.checkpoint) and each rank's own random generators.
 
 Model and optimizer go through DCP's get_state_dict/set_state_dict: parameter names without
-the DDP `module.` prefix, optimizer state keyed by those names, so the same checkpoint loads
-into DDP, a plain module, or FSDP, with any number of processes.
+the DDP `module.` prefix, optimizer state keyed by those names, FSDP/HSDP parameters as the
+shards each rank holds (no gather), so the same checkpoint loads into DDP, FSDP, HSDP or a
+plain module, with any number of processes. A DeepSpeed engine's state has a layout of its
+own (deepspeed_state.py) that loads into DeepSpeed at any number of processes.
 
 Each rank's generators are saved as JSON text (never pickle) inside its own DCP shard
 (writer.py, RANK_STATE_KEY). Rank N gets its own state back on resume, so dropout masks and
@@ -27,6 +29,8 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.optim import Optimizer
 
+from scaletrain.checkpoint.deepspeed_state import DeepSpeedState, is_deepspeed_engine
+
 
 class HasState(Protocol):
     """An LR scheduler, a GradScaler, or anything else with state_dict/load_state_dict."""
@@ -45,22 +49,29 @@ class TrainingObjects:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything to save, keyed 'model', 'optimizer' and the extras' names."""
-        model_state, optimizer_state = get_state_dict(self.model, list(self.optimizers))
-        state: dict[str, Any] = {"model": model_state}
-        if self.optimizers:
-            state["optimizer"] = optimizer_state
+        state: dict[str, Any]
+        if is_deepspeed_engine(self.model):
+            state = DeepSpeedState(self.model).state_dict()  # its optimizer is inside
+        else:
+            model_state, optimizer_state = get_state_dict(self.model, list(self.optimizers))
+            state = {"model": model_state}
+            if self.optimizers:
+                state["optimizer"] = optimizer_state
         for name, thing in (self.others or {}).items():
             state[name] = thing.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Put a loaded state dict (same keys as `state_dict()`) into the objects."""
-        set_state_dict(
-            self.model,
-            list(self.optimizers),
-            model_state_dict=state["model"],
-            optim_state_dict=state.get("optimizer", {}),
-        )
+        if is_deepspeed_engine(self.model):
+            DeepSpeedState(self.model).load_state_dict(state)
+        else:
+            set_state_dict(
+                self.model,
+                list(self.optimizers),
+                model_state_dict=state["model"],
+                optim_state_dict=state.get("optimizer", {}),
+            )
         for name, thing in (self.others or {}).items():
             thing.load_state_dict(state[name])
 
