@@ -51,7 +51,7 @@ def list_clusters(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         where = (
             profile.source if profile_file.origin == "user" else f"packaged: {profile.name}.toml"
         )
-        gpu = f"{profile.node.accelerator} {profile.node.gpu_model}"
+        gpu = f"{profile.node.accelerator} {profile.node.gpu_description}"
         partitions = ", ".join(profile.partitions)
         rows.append((profile.name, gpu, str(profile.node.gpus), partitions, where))
         listed.append({"name": profile.name, "origin": profile_file.origin, "file": where})
@@ -132,7 +132,7 @@ def _facts(profile: ClusterProfile) -> list[tuple[str, str]]:
         ("file", profile.source),
         (
             "node",
-            f"{node.gpus} × {node.gpu_model} ({node.accelerator}), {node.usable_cores} "
+            f"{node.gpus} × {node.gpu_description} ({node.accelerator}), {node.usable_cores} "
             f"cores{memory} usable by jobs",
         ),
         (

@@ -95,8 +95,11 @@ def script_arguments(ctx: typer.Context, script: str) -> tuple[str, ...]:
 
 
 def summary_value(value: object) -> str:
-    """A value of a run's summary as people read it: numbers to 4 significant digits."""
+    """A value of a run's summary as people read it: numbers to 4 significant digits, one
+    number per rank (peak memory) comma-separated."""
     if isinstance(value, int | float) and not isinstance(value, bool):
+        return format_value(value)
+    if isinstance(value, list) and all(isinstance(item, int | float) for item in value):
         return format_value(value)
     return str(value)
 

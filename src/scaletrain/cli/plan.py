@@ -94,3 +94,37 @@ def show_plan(decided: Plan) -> None:
         rows.append(("setup", "; ".join(decided.setup)))
     console.show(console.table(rows, title=f"plan: {decided.world_size} GPUs on {decided.cluster}"))
     console.show_text("".join(f"#SBATCH {option}\n" for option in resource_options(decided)))
+    if decided.memory_estimates:
+        show_memory(decided)
+
+
+def show_memory(decided: Plan) -> None:
+    """Memory per GPU under each strategy, and the suggested one, for the requested model."""
+    parameters = decided.model_parameters or 0
+    rows: list[tuple[console.Piece, ...]] = []
+    for estimate in decided.memory_estimates:
+        activations = estimate.activations_gb
+        rows.append(
+            (
+                estimate.strategy,
+                f"{estimate.model_states_gb:,.1f} GB",
+                "?" if activations is None else f"{activations:,.1f} GB",
+                f"{estimate.total_gb:,.1f} GB",
+                "yes" if estimate.fits else ("no", "error"),
+            )
+        )
+    console.show(
+        console.table(
+            rows,
+            title=f"memory per GPU: {parameters / 1e9:.3g} B parameters, "
+            f"{decided.world_size} × {decided.gpu_memory_gb:g} GB",
+            columns=("strategy", "model states", "activations", "total", "fits"),
+        )
+    )
+    if decided.memory_estimates[0].activations_gb is None:
+        console.info("activations not counted: give --layers, --width and --seq-len too")
+    if decided.suggested_strategy is not None:
+        console.success(
+            f"suggested: st.wrap(model, optimizer, strategy={decided.suggested_strategy!r}) "
+            "(the least communication that fits; see docs/strategies.md)"
+        )
