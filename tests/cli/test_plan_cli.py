@@ -70,9 +70,10 @@ def test_plan_estimates_memory_per_strategy_and_suggests_one(
     args = ["-c", "lumi", "-g", "16", "-t", "2:00:00", "--global-batch-size", "64", *model]
     result = run(tmp_path, environ, "plan", *args, "train.py")
     assert result.returncode == 0, result.stderr
-    assert "memory per GPU: 7 B parameters, 16 × 64 GB" in result.stderr
+    # The memory table is part of the plan (stdout); the suggestion a note (stderr).
+    assert "memory per GPU: 7 B parameters, 16 × 64 GB" in result.stdout
     cells = [[cell.strip() for cell in line.split("│")[1:-1]]
-             for line in result.stderr.splitlines() if line.startswith("│")]  # fmt: skip
+             for line in result.stdout.splitlines() if line.startswith("│")]  # fmt: skip
     rows = {row[0]: row[1:] for row in cells if row[0] in ("ddp", "fsdp")}
     # 7 B × 20 bytes whole on every GPU; 4 samples × 2048 tokens × 4096 × 34 bytes × 32 layers
     assert rows["ddp"] == ["140.0 GB", "36.5 GB", "176.5 GB", "no"]

@@ -157,7 +157,8 @@ def test_too_low_open_files_limit_fails_before_training(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=PROCESS_TIMEOUT_S,
-        env=clean_environ(),
+        # torchrun leaves its own temporary folder behind when its workers fail.
+        env=clean_environ(TMPDIR=str(tmp_path)),
         check=False,
     )
     assert result.returncode != 0
