@@ -122,7 +122,7 @@ def measure_memory(variant: str, out: Path) -> None:
     import torch.distributed as dist
 
     import scaletrain as st
-    from scaletrain.train.memory import peak_memory_per_rank
+    from scaletrain.train.measures import peak_memory_per_rank
 
     env = st.init()
     step = build(variant)

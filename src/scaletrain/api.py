@@ -12,7 +12,7 @@ from scaletrain.runtime.process_group import init as init
 from scaletrain.runtime.process_group import shutdown as shutdown
 from scaletrain.train.data import eval_loader as eval_loader
 from scaletrain.train.data import loader as loader
-from scaletrain.train.flops import transformer_flops_per_token as transformer_flops_per_token
+from scaletrain.train.measures import transformer_flops_per_token as transformer_flops_per_token
 from scaletrain.train.metrics import mean as mean
 from scaletrain.train.metrics import mean_over_ranks as mean_over_ranks
 from scaletrain.train.metrics import sum_over_ranks as sum_over_ranks

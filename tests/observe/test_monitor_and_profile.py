@@ -51,13 +51,14 @@ def test_monitor_a_live_run_then_summarize_and_analyze_its_profile(
         if run.poll() is None:
             end_session(run, timeout=1)
     assert live.returncode == 0, live.stderr
-    assert "mnist: 1 node(s), 2 rank(s), live" in live.stderr
-    assert "rank 0 (CPU, with its workers)" in live.stderr
-    assert "rank 1 (CPU, with its workers)" in live.stderr
+    # The view is the command's result (stdout); notes go to stderr.
+    assert "mnist: 1 node(s), 2 rank(s), live" in live.stdout
+    assert "rank 0 (CPU, with its workers)" in live.stdout
+    assert "rank 1 (CPU, with its workers)" in live.stdout
 
     after = scaletrain("monitor", "mnist", cwd=tmp_path)
     assert after.returncode == 0, after.stderr
-    assert "live" not in after.stderr and "s sampled (means; memory: peaks)" in after.stderr
+    assert "live" not in after.stdout and "s sampled (means; memory: peaks)" in after.stdout
     assert (folder.report / "monitor.png").stat().st_size > 0
     assert list((folder.metrics / "tensorboard").rglob("events.out.tfevents.*"))
 

@@ -47,7 +47,7 @@ def test_local_study_at_one_two_and_four_processes(tmp_path: Path) -> None:
     result = scaletrain("scale", "--sizes", "1,2,4", *STUDY, *SCRIPT, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     folder = tmp_path / "runs" / "study"
-    check_study(folder, [1, 2, 4], [1, 2, 4], result.stderr)
+    check_study(folder, [1, 2, 4], [1, 2, 4], result.stdout)  # the table is the result
     for size in (1, 2, 4):  # every rank of every size was profiled
         assert len(list((folder / "sizes" / f"n{size}" / "traces").glob("rank-*"))) == size
 
@@ -60,8 +60,8 @@ def test_the_plan_shows_and_bounds_what_the_study_bills(tmp_path: Path) -> None:
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     # LUMI standard-g bills whole nodes: 4 units per node-hour, 20 minutes each.
-    assert "what the study may bill" in shown.stderr
-    assert "at most 4 GPU-hours" in shown.stderr
+    assert "what the study may bill" in shown.stdout
+    assert "at most 4 GPU-hours" in shown.stdout
     assert not (tmp_path / "runs" / "study" / "sizes").exists()
     refused = scaletrain(
         "scale", "-c", "lumi", "--sizes", "1,2", "-t", "0:20:00", "--budget", "3", *STUDY,
@@ -82,7 +82,7 @@ def test_slurm_study_on_one_and_two_nodes(slurm_cluster: SlurmCluster, tmp_path:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     folder = tmp_path / "runs" / "study"
-    check_study(folder, [1, 2], [2, 4], result.stderr)
+    check_study(folder, [1, 2], [2, 4], result.stdout)
     # Each node's first task sampled its node: both nodes, with their ranks.
     samples = read_run_samples(folder / "sizes" / "n2" / "metrics")
     assert sorted(samples) == ["n1", "n2"]

@@ -15,7 +15,7 @@ from scaletrain.core.run_folder import RunFolder
 from scaletrain.planning.plan import write_plan
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
-from scaletrain.train.flops import transformer_flops_per_token
+from scaletrain.train.measures import transformer_flops_per_token
 
 
 @pytest.fixture

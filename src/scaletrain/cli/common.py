@@ -18,6 +18,14 @@ RUNS_DIR_OPTION = typer.Option(
     Path("runs"), "--runs-dir", envvar="SCALETRAIN_RUNS_DIR", help="Where run folders live."
 )
 
+RUN_NAME_OPTION = typer.Option(
+    None,
+    "--name",
+    envvar="SCALETRAIN_RUN_NAME",
+    help="Run name (folder under --runs-dir); the same name continues that run. "
+    "Default: <script>-<date>-<time>.",
+)
+
 # check and bench: two processes by default, so that the collectives really communicate.
 DIAGNOSE_NPROC_OPTION = typer.Option(
     "2", "--nproc", "-n", envvar="SCALETRAIN_NPROC", help="Processes to start (or 'gpu')."

@@ -14,9 +14,10 @@ from rich.text import Text
 from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.plotting import plots_available
 from scaletrain.core.run_folder import RunFolder, find_run
 from scaletrain.launch.local_run import read_run_record
-from scaletrain.observe.plots import plot_monitor, plots_available
+from scaletrain.observe.plots import plot_monitor
 from scaletrain.observe.samples import Sample, read_run_samples
 from scaletrain.observe.usage import Finding, Usage, find_problems, summarize, window
 

@@ -14,6 +14,7 @@ from scaletrain.cli.common import (
     JSON_OPTION,
     MONITOR_INTERVAL_OPTION,
     PROFILE_OPTION,
+    RUN_NAME_OPTION,
     RUNS_DIR_OPTION,
     SCRIPT_ARGUMENT,
     script_arguments,
@@ -42,13 +43,7 @@ def run(
         envvar="SCALETRAIN_NPROC",
         help="Processes to start: a number, or 'gpu' for one per visible GPU.",
     ),
-    name: str | None = typer.Option(
-        None,
-        "--name",
-        envvar="SCALETRAIN_RUN_NAME",
-        help="Run name (folder under --runs-dir); the same name continues that run. "
-        "Default: <script>-<date>-<time>.",
-    ),
+    name: str | None = RUN_NAME_OPTION,
     runs_dir: Path = RUNS_DIR_OPTION,
     max_restarts: int = typer.Option(
         DEFAULT_MAX_RESTARTS,

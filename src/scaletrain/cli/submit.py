@@ -12,6 +12,7 @@ from scaletrain.cli.common import (
     JSON_OPTION,
     MONITOR_INTERVAL_OPTION,
     PROFILE_OPTION,
+    RUN_NAME_OPTION,
     RUNS_DIR_OPTION,
     process_environ,
 )
@@ -32,13 +33,7 @@ from scaletrain.planning.request import Request
 def submit(
     ctx: typer.Context,
     request: Request,
-    name: str | None = typer.Option(
-        None,
-        "--name",
-        envvar="SCALETRAIN_RUN_NAME",
-        help="Run name (folder under --runs-dir); the same name continues that run. "
-        "Default: <script>-<date>-<time>.",
-    ),
+    name: str | None = RUN_NAME_OPTION,
     runs_dir: Path = RUNS_DIR_OPTION,
     no_requeue: bool = typer.Option(
         False, "--no-requeue", help="Do not requeue after a stop at a checkpoint."

@@ -7,9 +7,10 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from scaletrain.core.plotting import plots_available
 from scaletrain.observe.analysis import Analysis
 from scaletrain.observe.breakdown import Breakdown
-from scaletrain.observe.plots import plot_lines, plot_stacked_bars, plots_available
+from scaletrain.observe.plots import plot_lines, plot_stacked_bars
 
 
 def _ms_per_step(value_us: float, breakdown: Breakdown) -> str:

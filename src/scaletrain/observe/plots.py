@@ -1,42 +1,20 @@
 """PNG plots of monitor samples, trace breakdowns and scaling studies.
 
-matplotlib is an optional extra (`pip install 'scaletrain[plots]'`), imported only here.
+matplotlib is imported only when a figure is made (core/plotting.py).
 """
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
+from scaletrain.core.plotting import pyplot, save_figure
 from scaletrain.observe.samples import Sample
-
-
-def plots_available() -> bool:
-    return importlib.util.find_spec("matplotlib") is not None
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display on compute or login nodes
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(figure: Any, path: Path) -> Path:
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    _pyplot().close(figure)
-    return path
 
 
 def plot_monitor(samples_by_host: Mapping[str, Sequence[Sample]], path: Path) -> Path:
     """Over time: GPU utilisation per GPU (when there are GPUs), CPU per rank, memory per node."""
-    plt = _pyplot()
+    plt = pyplot()
     has_gpus = any(sample.gpus for samples in samples_by_host.values() for sample in samples)
     rows = 3 if has_gpus else 2
     figure, axes = plt.subplots(rows, 1, figsize=(9, 2.6 * rows), sharex=True)
@@ -71,7 +49,7 @@ def plot_monitor(samples_by_host: Mapping[str, Sequence[Sample]], path: Path) ->
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize="small", loc="upper right")
     axes[0].set_title("GPU and CPU use during the run")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_stacked_bars(
@@ -82,7 +60,7 @@ def plot_stacked_bars(
     path: Path,
 ) -> Path:
     """One bar per label, stacked by category (e.g. compute, communication, idle per rank)."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(max(5.0, 1.0 + 0.7 * len(labels)) + 2.5, 4))
     bottoms = [0.0] * len(labels)
     for name, values in categories.items():
@@ -92,7 +70,7 @@ def plot_stacked_bars(
     axis.set_title(title)
     axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars
     axis.grid(True, axis="y", alpha=0.3)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_lines(
@@ -106,7 +84,7 @@ def plot_lines(
     styles: Mapping[str, str] | None = None,
 ) -> Path:
     """Named (x, y) series on one axis; `styles` gives a matplotlib format per series."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(7, 4.2))
     for name, (xs, ys) in series.items():
         axis.plot(xs, ys, (styles or {}).get(name, "o-"), label=name)
@@ -117,4 +95,4 @@ def plot_lines(
     axis.set_title(title)
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize="small")
-    return _save(figure, path)
+    return save_figure(figure, path)

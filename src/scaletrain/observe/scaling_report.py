@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scaletrain.observe.plots import plot_lines, plot_stacked_bars, plots_available
+from scaletrain.core.plotting import plots_available
+from scaletrain.observe.plots import plot_lines, plot_stacked_bars
 from scaletrain.observe.scaling import Study
 
 

@@ -20,7 +20,7 @@ from scaletrain.core.progress_line import format_progress_line, format_value
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.toml_text import TomlError, parse_toml
 from scaletrain.runtime.process_group import current_env
-from scaletrain.train.memory import peak_memory_per_rank
+from scaletrain.train.measures import peak_memory_per_rank
 from scaletrain.train.metrics import Number, mean_over_ranks
 from scaletrain.train.ranks import is_main_process, print0
 

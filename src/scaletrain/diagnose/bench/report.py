@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from scaletrain.core.plotting import pyplot, save_figure
 from scaletrain.diagnose.bench.bandwidth import BandwidthRow, bus_factor, format_size
 from scaletrain.diagnose.bench.pairs import PairResult, slow_pairs, suspects
 
@@ -93,19 +94,8 @@ def bench_record(
     }
 
 
-def plots_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("matplotlib") is not None
-
-
 def plot_bandwidth(rows: Sequence[BandwidthRow], title: str, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display on compute nodes
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(8, 4.5))
+    figure, axes = pyplot().subplots(figsize=(8, 4.5))
     for op in dict.fromkeys(row.op for row in rows):
         mine = [row for row in rows if row.op == op]
         axes.plot([r.size_bytes for r in mine], [r.busbw_gbps for r in mine], marker="o", label=op)
@@ -117,7 +107,4 @@ def plot_bandwidth(rows: Sequence[BandwidthRow], title: str, path: Path) -> None
     axes.set_title(title)
     axes.grid(True, alpha=0.3)
     axes.legend()
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    save_figure(figure, path, dpi=120)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.plotting import plots_available
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.diagnose.bench.bandwidth import (
     DEFAULT_CPU_MAX_BYTES,
@@ -35,7 +36,6 @@ from scaletrain.diagnose.bench.report import (
     BENCH_PNG,
     bench_record,
     plot_bandwidth,
-    plots_available,
     show_bandwidth,
     show_pairs,
 )

@@ -1,5 +1,14 @@
-"""Peak memory of this process: what the GPU's caching allocator reserved, or on the CPU the
-process's peak resident set (which also counts PyTorch's own libraries)."""
+"""What a run's summary measures beyond its metrics: peak memory per rank and model FLOPs.
+
+Peak memory is what the GPU's caching allocator reserved, or on the CPU the process's peak
+resident set (which also counts PyTorch's own libraries).
+
+Model FLOPs of a transformer, for throughput and model FLOPs utilisation (MFU), follow PaLM's
+estimate (Chowdhery et al. 2022, appendix B), as nanoGPT's estimate_mfu uses it: each token
+costs 6 FLOPs per parameter (2 forward, 4 backward) plus 12·L·d·T for attention over T
+positions in L layers of width d. Recomputed activations are not counted: MFU measures useful
+work, so activation checkpointing lowers it.
+"""
 
 from __future__ import annotations
 
@@ -29,3 +38,10 @@ def peak_memory_per_rank(device: torch.device) -> list[int]:
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return [mine]
     return [int(value) for value in all_gather_objects(mine)]
+
+
+def transformer_flops_per_token(
+    *, parameters: int, layers: int, width: int, sequence_length: int
+) -> float:
+    """Training FLOPs (forward + backward) per token of a decoder-only transformer."""
+    return 6.0 * parameters + 12.0 * layers * width * sequence_length
