@@ -157,7 +157,7 @@ def main() -> None:
         "torch_save_mb_per_s": size / 1e6 / torch_s,
     }
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"checkpoint_cost-{datetime.now():%Y%m%d-%H%M%S}.json"
+    out = RESULTS / "checkpoint_cost.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     shutil.rmtree(work)
     show(result, out)

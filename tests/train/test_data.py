@@ -94,6 +94,20 @@ def test_loader_uses_forkserver_workers_within_this_ranks_cores(
     assert len(batches) == 4 and all(len(b) == 8 for b in batches)
 
 
+def test_loader_with_accumulation_loads_one_micro_batch_per_step(
+    single_process: st.DistEnv,
+) -> None:
+    # One optimizer step sees the global batch: ranks × accumulation steps × micro-batch.
+    # One rank accumulating 4 micro-batches of a global batch of 16 loads 4 samples at a time.
+    data = TensorDataset(torch.arange(64.0))
+    accumulating = st.loader(data, global_batch_size=16, accumulation_steps=4, num_workers=0)
+    batches = [batch[0] for batch in accumulating]
+    assert [len(batch) for batch in batches] == [4] * 16
+    assert sorted(torch.cat(batches).tolist()) == list(range(64))  # every sample once
+    with pytest.raises(ScaletrainError, match=r"1 process\(es\) × 3 accumulation step"):
+        st.loader(data, global_batch_size=16, accumulation_steps=3)
+
+
 def test_init_twice_returns_the_same_env_and_helpers_work_alone(
     single_process: st.DistEnv,
 ) -> None:
