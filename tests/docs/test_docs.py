@@ -10,6 +10,7 @@ job id 1234567) and an 80-column terminal.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import json
 import re
 import subprocess
@@ -133,3 +134,16 @@ def test_no_link_leaves_the_repository(document: Path) -> None:
     # Paths in backticks count too: a reader follows them like links.
     outside += re.findall(r"`(\.\./[^`]*)`", text)
     assert not outside, f"{document.name} points outside the repository: {outside}"
+
+
+def test_benchmark_figures_are_the_committed_results() -> None:
+    """summary.md, where README and docs/ send readers for figures, is what the benchmark
+    command writes from the committed result files (`python benchmarks/run_all.py --summary`)."""
+    spec = importlib.util.spec_from_file_location("run_all", REPO / "benchmarks" / "run_all.py")
+    assert spec is not None and spec.loader is not None
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    assert run_all.SUMMARY.read_text() == run_all.render_summary(), (
+        "benchmarks/results/summary.md differs from the result files beside it: run "
+        "`python benchmarks/run_all.py --summary`, or the benchmarks again"
+    )

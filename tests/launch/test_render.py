@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
+import shutil
 from importlib.resources import files
 from pathlib import Path
 
@@ -59,6 +60,10 @@ def test_every_launch_mode_has_a_template_of_its_name() -> None:
     assert names - {"job", "common.j2"} == set(MODES)
 
 
+@pytest.mark.skipif(
+    shutil.which("shellcheck") is None,
+    reason="shellcheck is not installed (sudo apt-get install -y shellcheck)",
+)
 @pytest.mark.parametrize("cluster", ["lumi", "puhti", "mahti", "local"])
 def test_every_mode_and_shape_passes_shellcheck(cluster: str, tmp_path: Path) -> None:
     gpus_per_node = {"lumi": 8, "puhti": 4, "mahti": 4, "local": 4}[cluster]
@@ -182,6 +187,7 @@ def test_container_or_modules() -> None:
     assert "\nmodule " not in container
     assert f"CONTAINER={image}\n" in container
     assert "export SINGULARITY_BIND=/scratch/project_465000000/me\n" in container
+    assert len(launch_lines(container)) == 2  # the preflight and training
     for line in launch_lines(container):
         assert line.startswith('srun --kill-on-bad-exit=1 singularity exec "$CONTAINER" bash -c')
     # MASTER_ADDR comes from scontrol in the batch shell: containers have no scontrol.

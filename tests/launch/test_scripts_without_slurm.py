@@ -23,29 +23,17 @@ from scaletrain.planning.modes import launch_modes
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
 from scaletrain.runtime.launchers import detect_layout
-from tests.conftest import REPO, WORKERS, clean_environ
+from tests.conftest import WORKERS, clean_environ
 from tests.launch.test_render import HOSTILE_ARGUMENTS
 from tests.support import fake_slurm
-from tests.support.job_scripts import render
+from tests.support.job_scripts import HOSTILE_PROFILE_VALUE, hostile_site, render
 
 pytestmark = pytest.mark.multiprocess
 
-# A value in the cluster profile's [environment] that would run a command if unquoted.
-HOSTILE_PROFILE_VALUE = "$(touch pwned14) `touch pwned15` it's"
 SCRIPT_NAME = "my $(touch pwned10) `x`.py"
 PROCESSES = 2
 # The batch shell and every task it starts end within this many seconds.
 JOB_TIMEOUT_S = 240
-
-
-def hostile_site(tmp_path: Path) -> dict[str, str]:
-    """The test Slurm's profile with a hostile exported value, as a user's own file."""
-    text = (REPO / "src/scaletrain/clusters/profiles/local.toml").read_text()
-    text += f"\n[environment]\nHOSTILE_VALUE = {json.dumps(HOSTILE_PROFILE_VALUE)}\n"
-    folder = tmp_path / "config" / "scaletrain" / "clusters"
-    folder.mkdir(parents=True)
-    (folder / "hostile.toml").write_text(text)
-    return {"XDG_CONFIG_HOME": str(tmp_path / "config")}
 
 
 def run_without_slurm(tmp_path: Path, mode: str) -> dict[str, Any]:
@@ -53,7 +41,8 @@ def run_without_slurm(tmp_path: Path, mode: str) -> dict[str, Any]:
     workdir = tmp_path / "project 'pwned11' $(touch pwned12)"
     workdir.mkdir()
     shutil.copy(WORKERS / "argv_probe.py", workdir / SCRIPT_NAME)
-    profile = load_profile("hostile", hostile_site(tmp_path))
+    hostile_site(tmp_path / "config")
+    profile = load_profile("hostile", {"XDG_CONFIG_HOME": str(tmp_path / "config")})
     request = Request(
         cluster="hostile",
         script=SCRIPT_NAME,
