@@ -13,10 +13,11 @@ import fnmatch
 import re
 import subprocess
 import sys
-import tomllib
 from collections import Counter, defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
+
+from scaletrain.core.toml_text import parse_toml
 
 REPO = Path(__file__).resolve().parents[1]
 MUTMUT = [str(Path(sys.executable).with_name("mutmut"))]
@@ -50,8 +51,9 @@ def change(name: str) -> tuple[str, str]:
     diff = subprocess.run(
         [*MUTMUT, "show", name], cwd=REPO, capture_output=True, text=True, timeout=600
     ).stdout
-    removed = [line[1:].strip() for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
-    added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    lines = diff.splitlines()
+    removed = [line[1:].strip() for line in lines if line[:1] == "-" and line[:3] != "---"]
+    added = [line[1:].strip() for line in lines if line[:1] == "+" and line[:3] != "+++"]
     return " ".join(removed), " ".join(added)
 
 
@@ -63,7 +65,7 @@ def only_text_changed(removed: str, added: str) -> bool:
 
 def main() -> None:
     statuses = results()
-    reasons: dict[str, str] = tomllib.loads(REASONS.read_text()) if REASONS.is_file() else {}
+    reasons: dict[str, str] = parse_toml(REASONS.read_text()) if REASONS.is_file() else {}
     by_module: dict[str, Counter[str]] = defaultdict(Counter)
     for name, status in statuses.items():
         by_module[MODULE.match(name)["module"] if MODULE.match(name) else name][status] += 1
