@@ -8,9 +8,12 @@ go through the real test Slurm in test_jobs_on_slurm.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -64,18 +67,24 @@ def run_without_slurm(tmp_path: Path, mode: str) -> dict[str, Any]:
         **fake_slurm.install(tmp_path / "bin", log),
         PROBE_OUT=str(out),
     )
-    result = subprocess.run(
+    # A session of its own, so that a timeout ends the tasks and launchers the job started too.
+    batch = subprocess.Popen(
         ["bash", str(job)],
         cwd=tmp_path,
         env=environ,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=JOB_TIMEOUT_S,
-        check=False,
+        start_new_session=True,
     )
+    try:
+        output, _ = batch.communicate(timeout=JOB_TIMEOUT_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(batch.pid, signal.SIGKILL)
     return {
-        "exit_code": result.returncode,
-        "output": result.stdout + result.stderr,
+        "exit_code": batch.returncode,
+        "output": output,
         "job_id": job_id,
         "workdir": workdir,
         "processes": [json.loads(path.read_text()) for path in sorted(out.glob("*.json"))],
