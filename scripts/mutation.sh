@@ -13,15 +13,24 @@ bash scripts/setup-venv.sh
 if [[ $# -gt 0 ]]; then
     groups=("$@")
 else
-    # Cheapest and most important first, so that an interrupted run has reported on them.
+    # The functions that decide money and correctness first, then the rest of each module,
+    # so that an interrupted run has reported on every area.
     groups=(
-        'scaletrain.clusters.billing*' 'scaletrain.launch.shell_text*' 'scaletrain.train.data*'
-        'scaletrain.checkpoint.layout*' 'scaletrain.runtime.launchers.slurm*'
-        'scaletrain.runtime.launchers.torchrun*' 'scaletrain.runtime.launchers.mpi*'
-        'scaletrain.runtime.launchers.x*' 'scaletrain.runtime.layout*'
-        'scaletrain.planning.request*' 'scaletrain.planning.modes*' 'scaletrain.planning.plan.*'
-        'scaletrain.planning.partitions*' 'scaletrain.planning.planner*'
-        'scaletrain.launch.job_script*'
+        'scaletrain.clusters.billing*' 'scaletrain.launch.shell_text*'
+        'scaletrain.train.data.x_per_rank_batch_size*' 'scaletrain.train.data.xǁEpochSampler*'
+        'scaletrain.train.data.xǁEvalSampler*'
+        'scaletrain.checkpoint.layout.xǁCheckpointStore*'
+        'scaletrain.runtime.launchers.slurm.x_*' 'scaletrain.runtime.launchers.x*'
+        'scaletrain.planning.partitions.x_shape_for*' 'scaletrain.planning.partitions.x_misfits*'
+        'scaletrain.planning.partitions.x_choose_partition*'
+        'scaletrain.planning.planner.x__per_gpu*' 'scaletrain.planning.planner.x__allocation*'
+        'scaletrain.planning.planner.x__estimate*' 'scaletrain.planning.planner.x__above*'
+        'scaletrain.planning.planner.x_plan_job*'
+        'scaletrain.launch.job_script.x_resource_options*' 'scaletrain.launch.job_script.x_sbatch*'
+        'scaletrain.launch.job_script.x_stop_margin*'
+        'scaletrain.runtime.launchers.slurm*' 'scaletrain.runtime.launchers.torchrun*'
+        'scaletrain.runtime.launchers.mpi*' 'scaletrain.runtime.layout*' 'scaletrain.train.data*'
+        'scaletrain.checkpoint.layout*' 'scaletrain.planning*' 'scaletrain.launch.job_script*'
     )
 fi
 for group in "${groups[@]}"; do

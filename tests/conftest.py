@@ -13,14 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from hypothesis import settings
 
 if TYPE_CHECKING:
     from tests.support.slurm_cluster import SlurmCluster
-
-# `pytest --hypothesis-profile mutation` (scripts/mutation.sh): property tests run few
-# examples, since every surviving change of the code runs them again.
-settings.register_profile("mutation", max_examples=10)
 
 REPO = Path(__file__).resolve().parents[1]
 WORKERS = REPO / "tests" / "workers"

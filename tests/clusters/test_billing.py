@@ -109,7 +109,8 @@ ROUNDING_EXAMPLES = [
 @pytest.mark.parametrize(
     ("cluster", "request_fields", "per_hour", "hours", "arithmetic"),
     ROUNDING_EXAMPLES,
-    ids=[example[4] for example in ROUNDING_EXAMPLES],
+    # ASCII ids: tools that pass test ids on a command line (mutmut) cannot match ⌈ or ×.
+    ids=[f"{example[0]}-{number}" for number, example in enumerate(ROUNDING_EXAMPLES)],
 )
 def test_partial_slices_are_billed_as_the_site_rounds_them(
     cluster: str, request_fields: dict[str, Any], per_hour: float, hours: float, arithmetic: str

@@ -103,7 +103,9 @@ HOSTILE_ARGUMENTS = (
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("container", [None, "/images/$(touch pwned9) it's.sif"])
+@pytest.mark.parametrize(
+    "container", [None, "/images/$(touch pwned9) it's.sif"], ids=["modules", "hostile-image"]
+)
 def test_hostile_values_stay_single_words(mode: str, container: str | None) -> None:
     plan = plan_for(
         cluster="lumi",

@@ -34,10 +34,9 @@ GPU_HOUR_PRICE = {"lumi": 0.5, "puhti": 60.0, "mahti": 100.0}
 MOST_NODES_DRAWN = 8
 # A partition without a time limit is drawn up to 4 days.
 LONGEST_DRAWN_S = 4 * 86400
-# derandomize: the same examples every run, so a failure is never luck. Fewer examples under
-# the `mutation` profile (tests/conftest.py) of the mutation run.
+# derandomize: the same examples every run, so a failure is never luck.
 SETTINGS = settings(
-    max_examples=min(60, settings.default.max_examples),
+    max_examples=60,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
@@ -235,7 +234,7 @@ def test_a_request_beyond_one_limit_is_refused_naming_that_limit(
 ) -> None:
     profile = PROFILES[cluster]
 
-    @settings(SETTINGS, max_examples=min(20, SETTINGS.max_examples))
+    @settings(SETTINGS, max_examples=20)
     @given(fitting_requests(cluster, partition))
     def refused_naming_it(request: Request) -> None:
         wrong, words = broken(request, profile, what)
