@@ -164,3 +164,28 @@ def test_largest_share_counts_every_started_slice(cores: int, memory: int, slice
     rule = lumi_rule("small-g")
     assert rule.units_per_hour(allocation(1, 1, cores, memory)) == slices * 0.5
     assert rule.gpu_share_per_hour(allocation(1, 1, cores, memory)) == 0.5
+
+
+def test_what_the_gpus_alone_cost_under_each_rule() -> None:
+    # The GPU share is the bill of the GPUs alone; more on the bill means cores or memory
+    # beyond the fair share, or a whole node held for fewer GPUs.
+    assert lumi_rule("small-g").gpu_share_per_hour(allocation(1, 3, 40, 300)) == 1.5  # 3 × 0.5
+    # standard-g: 4 per node-hour for 8 GCDs, so 3 GCDs' share is 3/8 of 4.
+    assert lumi_rule("standard-g").gpu_share_per_hour(allocation(1, 3, 21, 180)) == 1.5
+    assert lumi_rule("standard-g").units_per_hour(allocation(1, 3, 21, 180)) == 4
+    puhti = load_profile("puhti", {}).partitions["gpu"].billing
+    assert puhti is not None
+    assert puhti.gpu_share_per_hour(allocation(2, 3, 21, 111, node_gpus=4)) == 360  # 6 × 60
+
+
+def test_the_arithmetic_shown_is_the_sites_sum() -> None:
+    puhti = load_profile("puhti", {}).partitions["gpu"].billing
+    mahti = load_profile("mahti", {}).partitions["gpusmall"].billing
+    assert puhti is not None and mahti is not None
+    assert (
+        puhti.arithmetic(allocation(2, 3, 7, 37, node_gpus=4))
+        == "6 GPUs × 60 + 14 cores × 1 + 74 GB × 0.1"
+    )
+    # Mahti bills GPUs only; a site that bills memory names no memory when none is asked.
+    assert mahti.arithmetic(allocation(1, 2, 64, None, node_gpus=4)) == "2 GPUs × 100"
+    assert puhti.arithmetic(allocation(1, 1, 10, None, node_gpus=4)) == "1 GPUs × 60 + 10 cores × 1"
