@@ -13,6 +13,7 @@ import pytest
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.shell_text import one_line
 from scaletrain.planning.modes import launch_modes
 from tests.conftest import REPO
 from tests.support.doc_samples import blocks
@@ -146,6 +147,17 @@ def test_values_sbatch_would_misread_are_errors(
     with pytest.raises(ScaletrainError) as caught:
         render(plan)
     assert problem in caught.value.problem
+    assert caught.value.hint.startswith(("choose a name such as", "remove spaces, quotes"))
+
+
+@pytest.mark.parametrize("line_break", ["\n", "\r", "\x0b", "\x0c"])
+def test_a_line_break_in_a_commented_value_is_an_error(line_break: str) -> None:
+    # A comment ends at a line break: the rest would run as a command.
+    with pytest.raises(ScaletrainError) as caught:
+        one_line(f"lumi{line_break}touch pwned")
+    assert "it contains a line break" in caught.value.problem
+    assert caught.value.hint == "remove the line break from that name."
+    assert one_line("Xeon cluster (2 × 8 GPUs)") == "Xeon cluster (2 × 8 GPUs)"
 
 
 def test_variables_of_each_task_are_evaluated_in_the_task() -> None:
