@@ -40,6 +40,23 @@ def test_epoch_sampler_reshuffles_each_pass_and_honours_set_epoch() -> None:
     assert list(sampler) == first  # set_epoch before each pass does not double-advance
 
 
+def test_each_pass_is_the_next_epoch_as_set_epoch_numbers_them() -> None:
+    # Pass k over the loader must be epoch k: the order DistributedSampler gives for
+    # set_epoch(k), so that a resumed run (which sets its epoch) continues the same sequence.
+    passes = EpochSampler(range(30), num_replicas=2, rank=1, shuffle=True, seed=7)
+    orders = [list(passes) for _ in range(3)]
+    for epoch, order in enumerate(orders):
+        explicit = EpochSampler(range(30), num_replicas=2, rank=1, shuffle=True, seed=7)
+        explicit.set_epoch(epoch)
+        assert order == list(explicit), epoch
+    assert passes.epoch == 2
+
+
+def test_a_global_batch_of_one_sample_is_one_sample_per_step() -> None:
+    assert per_rank_batch_size(1, world_size=1, accumulation_steps=1) == 1
+    assert per_rank_batch_size(2, world_size=2, accumulation_steps=1) == 1
+
+
 def test_epoch_sampler_resumes_the_rest_of_an_epoch_in_the_same_order() -> None:
     uninterrupted = EpochSampler(range(40), num_replicas=1, rank=0, shuffle=True, seed=3)
     uninterrupted.set_epoch(2)
