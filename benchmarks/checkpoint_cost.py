@@ -1,15 +1,19 @@
-"""What a checkpoint costs: training stall of a synchronous vs an asynchronous save, and save
-throughput next to a plain file write and torch.save of the same bytes, all in one run.
+"""What a checkpoint costs, at 1, 2 and 4 ranks, in one run (interleaved rounds, medians):
 
-    .venv/bin/python benchmarks/checkpoint_cost.py            # ~400 MB of state, ~1 minute
-    .venv/bin/python benchmarks/checkpoint_cost.py --layers 4 # smaller
+- save and load throughput of scaletrain's Checkpointer next to a plain fsynced write and
+  read of the same bytes (each rank its share, in parallel) and next to plain
+  torch.distributed.checkpoint (DCP) save/load of the same state with default options;
+- for a training loop: how long a synchronous save stalls it, and for an asynchronous save
+  how long the loop was blocked (the copy to CPU memory) and its total slowdown (the extra
+  time of all steps while the background write runs, plus any wait for it at the end).
 
-A model of `layers` Linear(width, width) layers trains with Adam (state = 3 × weights:
-8 × 2048² fp32 weights = 134 MB, 403 MB with Adam's two moments). The loop goes through
-scaletrain's Checkpointer exactly as a user's would; the stall of a save is how much longer
-the training loop took than without it: for a synchronous save the step at which it saves,
-for an asynchronous one that step (the copy to CPU memory) plus the slowdown of the steps
-that run while the background thread writes. Writes JSON to benchmarks/results/.
+    .venv/bin/python benchmarks/checkpoint_cost.py             # 201 MB of state, ~15 min
+    .venv/bin/python benchmarks/checkpoint_cost.py --layers 8  # 403 MB
+
+Loads read from the disk, not from the page cache: every file is dropped from the cache
+(posix_fadvise DONTNEED, after fsync) before each load and each plain read. Each rank is one
+torchrun process; a measurement starts together on all ranks and ends with the slowest.
+Writes benchmarks/results/checkpoint_cost.json (benchmarks/run_all.py summarizes it).
 """
 
 from __future__ import annotations
@@ -21,165 +25,332 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch import nn
-
-import scaletrain as st
-
 RESULTS = Path(__file__).resolve().parent / "results"
+SAVES = ("plain write", "plain DCP", "scaletrain")
+LOADS = ("plain read", "plain DCP", "scaletrain")
+LOOPS = ("no save", "synchronous", "asynchronous")
+# The plain write and read move the same bytes as scaletrain's checkpoint, split over ranks.
+_SIZE_OF = {"plain write": "plain", "plain read": "plain"}
+# Steps a loop goes on for while a background write is in flight, at most.
+MAX_STEPS = 400
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--layers", type=int, default=4, help="Linear(width, width) layers")
     parser.add_argument("--width", type=int, default=2048)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--saves", type=int, default=3, help="saves measured per mode")
-    parser.add_argument("--steps-between", type=int, default=12, help="steps between saves")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--window", type=int, default=24, help="steps measured after a save")
+    parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: tmp)")
+    parser.add_argument("--worker-out", type=Path, default=None, help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
-def build(args: argparse.Namespace, env: st.DistEnv) -> tuple[nn.Module, torch.optim.Optimizer]:
+# ---- inside each rank -------------------------------------------------------------------
+
+
+def drop_from_cache(folder: Path) -> None:
+    """Evict the (fsynced, so clean) pages of every file under `folder` from the page cache."""
+    for path in folder.rglob("*"):
+        if path.is_file():
+            descriptor = os.open(path, os.O_RDONLY)
+            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(descriptor)
+
+
+def timed(action: Callable[[], object]) -> float:
+    """Seconds from a common start on all ranks to the end on the slowest one."""
+    import scaletrain as st
+    from scaletrain.runtime.process_group import all_gather_objects
+
+    st.barrier()
+    started = time.perf_counter()
+    action()
+    return float(max(all_gather_objects(time.perf_counter() - started)))
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def build(args: argparse.Namespace) -> tuple[Any, Any]:
+    import torch
+    from torch import nn
+
+    import scaletrain as st
+
     torch.manual_seed(0)
-    model = st.wrap(nn.Sequential(*(nn.Linear(args.width, args.width) for _ in range(args.layers))))
+    layers = (nn.Linear(args.width, args.width) for _ in range(args.layers))
+    model = st.wrap(nn.Sequential(*layers))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    model(torch.randn(2, args.width)).sum().backward()
+    optimizer.step()  # Adam's moments exist: the full state
     return model, optimizer
 
 
-def train(args: argparse.Namespace, env: st.DistEnv, run_dir: Path, *, mode: str) -> dict[str, Any]:
-    """Train with a save every `steps_between` steps; time from each batch to the next."""
-    model, optimizer = build(args, env)
+def throughput_round(args: argparse.Namespace, work: Path, number: int) -> dict[str, Any]:
+    """One save and one load of each kind, in an order that turns each round."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    import scaletrain as st
+
+    env = st.current_env()
+    model, optimizer = build(args)
+    run_dir = work / "scaletrain"
+    ckpt = st.Checkpointer(model=model, optimizer=optimizer, every_minutes=None, run_dir=run_dir)
+    dcp_folder = work / "dcp" / f"round-{number}"
+    plain = work / f"plain-{env.rank}.bin"
+    share = max(1, state_bytes(args) // env.world_size)
+    buffer = bytearray(os.urandom(share))
+
+    def plain_write() -> None:
+        with plain.open("wb") as file:
+            file.write(buffer)
+            file.flush()
+            os.fsync(file.fileno())
+
+    def plain_read() -> None:
+        with plain.open("rb", buffering=0) as file:
+            file.readinto(buffer)  # type: ignore[attr-defined]
+
+    def dcp_save() -> None:
+        model_state, optimizer_state = get_state_dict(model, optimizer)
+        dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=dcp_folder)
+
+    def dcp_load() -> None:
+        model_state, optimizer_state = get_state_dict(model, optimizer)
+        state = {"model": model_state, "optimizer": optimizer_state}
+        dcp.load(state, checkpoint_id=dcp_folder)
+        set_state_dict(
+            model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"]
+        )
+
+    def scaletrain_save() -> None:
+        ckpt.step += 1
+        ckpt.save(reason="benchmark")
+
+    def scaletrain_load() -> None:
+        st.Checkpointer(model=model, optimizer=optimizer, every_minutes=None, run_dir=run_dir)
+
+    saves = {"plain write": plain_write, "plain DCP": dcp_save, "scaletrain": scaletrain_save}
+    loads = {"plain read": plain_read, "plain DCP": dcp_load, "scaletrain": scaletrain_load}
+    folders = {"plain read": plain, "plain DCP": dcp_folder, "scaletrain": run_dir}
+    seconds: dict[str, dict[str, float]] = {"save": {}, "load": {}}
+    turn = number % len(SAVES)
+    for name in SAVES[turn:] + SAVES[:turn]:
+        seconds["save"][name] = timed(saves[name])
+    for name in LOADS[turn:] + LOADS[:turn]:
+        if env.is_main:
+            target = folders[name]
+            drop_from_cache(target.parent if target.is_file() else target)
+        seconds["load"][name] = timed(loads[name])
+    size = {
+        "scaletrain": folder_bytes(run_dir / "checkpoints"),
+        "plain DCP": folder_bytes(dcp_folder),
+        "plain": share * env.world_size,
+    }
+    return {"seconds": seconds, "bytes": size}
+
+
+def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any]:
+    """Train `window` steps after one save (none, synchronous or asynchronous)."""
+    import torch
+
+    import scaletrain as st
+
+    model, optimizer = build(args)
     ckpt = st.Checkpointer(
         model=model,
         optimizer=optimizer,
-        every_steps=args.steps_between,
         every_minutes=None,
         keep=1,
-        asynchronous=mode == "async",
-        enabled=mode != "none",
-        run_dir=run_dir,
+        asynchronous=mode == "asynchronous",
+        enabled=mode != "no save",
+        run_dir=work / f"loop-{mode}-{time.monotonic_ns()}",
     )
-    inputs = torch.randn(args.batch, args.width, device=env.device)
-    # One window of steps after each save, to see a background write to its end.
-    steps = args.steps_between * (args.saves + 1)
+    batch = torch.randn(args.batch, args.width)
+    warmup = 3
     arrivals = []
-    for batch in ckpt.batches([inputs] * steps):
+    step, writing = 0, False
+    # At least `window` steps after the save, and on while a background write is in flight
+    # on any rank: the slowdown is what the steps it overlaps lose, not a wait for it. Every
+    # mode asks (a tiny all_reduce per step), so that the steps stay comparable.
+    while step < warmup + args.window or (writing and step < warmup + MAX_STEPS):
         arrivals.append(time.perf_counter())
-        loss = model(batch).square().mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        model(batch).square().mean().backward()
         optimizer.step()
-        if env.device.type == "cuda":
-            torch.cuda.synchronize()  # the step's real end, not its launch
-    ckpt.save(reason="benchmark end")
-    folder = run_dir / "checkpoints"
-    size = sum(file.stat().st_size for file in folder.rglob("*") if file.is_file())
-    # intervals[i]: step i + 1 and the boundary after it (where a save after that step runs)
-    return {"intervals_s": [b - a for a, b in itertools.pairwise(arrivals)], "bytes": size}
-
-
-def stalls(intervals: list[float], baseline: float, every: int, saves: int) -> list[float]:
-    """Extra time per save: the steps from a save to the next one, minus as many plain steps."""
-    result = []
-    for number in range(1, saves + 1):
-        window = intervals[number * every - 1 : (number + 1) * every - 1]
-        result.append(sum(window) - baseline * len(window))
-    return result
-
-
-def plain_write(path: Path, size: int) -> float:
-    """Seconds to write and fsync `size` bytes to one file."""
-    data = os.urandom(min(size, 64 * 1024 * 1024))
+        optimizer.zero_grad(set_to_none=True)
+        if step == 0 and mode != "no save":
+            # A first save, not measured: a run's saves after its first reuse the staging
+            # buffers (and the folders exist), and that steady state is what is measured.
+            ckpt.step = 1
+            ckpt._save("benchmark warm-up", blocking=mode == "synchronous")
+            ckpt._writer.wait()
+        if step == warmup - 1 and mode != "no save":
+            # One save at a chosen step boundary, as the loop's own boundary would start it.
+            ckpt.step = step + 1
+            ckpt._save("benchmark", blocking=mode == "synchronous")
+        step += 1
+        writing = st.total(float(mode == "asynchronous" and ckpt._writer.in_flight)) > 0
+    arrivals.append(time.perf_counter())
     started = time.perf_counter()
-    with path.open("wb") as file:
-        written = 0
-        while written < size:
-            written += file.write(data[: size - written])
-        file.flush()
-        os.fsync(file.fileno())
-    return time.perf_counter() - started
+    if mode == "asynchronous":
+        ckpt._writer.wait()  # only when the write outlasted MAX_STEPS steps
+    intervals = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+    return {"intervals_s": intervals[warmup - 1 :], "final_wait_s": time.perf_counter() - started}
 
 
-def torch_save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> float:
-    """Seconds for torch.save of the same state to one file, fsynced."""
-    started = time.perf_counter()
-    with path.open("wb") as file:
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, file)
-        file.flush()
-        os.fsync(file.fileno())
-    return time.perf_counter() - started
+def worker(args: argparse.Namespace) -> None:
+    import scaletrain as st
+    from scaletrain.runtime.process_group import all_gather_objects
+
+    env = st.init()
+    made = tempfile.mkdtemp(prefix="checkpoint-cost-", dir=args.dir) if env.is_main else ""
+    work = Path(all_gather_objects(made)[0])  # rank 0's folder, on every rank
+    rounds = []
+    for number in range(args.rounds):
+        loops = {}
+        turn = number % len(LOOPS)
+        for mode in LOOPS[turn:] + LOOPS[:turn]:
+            loops[mode] = loop_round(args, work, mode)
+        rounds.append({"throughput": throughput_round(args, work, number), "loops": loops})
+    if env.is_main:
+        args.worker_out.write_text(json.dumps(rounds))
+    st.barrier()
+    if env.is_main:
+        shutil.rmtree(work, ignore_errors=True)
+    st.shutdown()
+
+
+# ---- the driver: one torchrun per number of ranks, then the summary ---------------------
+
+
+def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    median = statistics.median
+    rates: dict[str, dict[str, list[float]]] = {"save": {}, "load": {}}
+    for one in rounds:
+        sizes = one["throughput"]["bytes"]
+        for kind, times in one["throughput"]["seconds"].items():
+            for name, seconds in times.items():
+                size = sizes[_SIZE_OF.get(name, name)]
+                rates[kind].setdefault(name, []).append(size / 1e6 / seconds)
+    stalls: dict[str, list[float]] = {"synchronous": [], "asynchronous": []}
+    blocked = []
+    for one in rounds:
+        baseline = median(one["loops"]["no save"]["intervals_s"])
+        for mode in stalls:
+            loop = one["loops"][mode]
+            extra = sum(loop["intervals_s"]) - baseline * len(loop["intervals_s"])
+            stalls[mode].append(extra + loop["final_wait_s"])
+        blocked.append(one["loops"]["asynchronous"]["intervals_s"][0] - baseline)
+    mb_per_s = {kind: {name: median(v) for name, v in by.items()} for kind, by in rates.items()}
+    sync_stall = median(stalls["synchronous"])
+    return {
+        "mb_per_s": mb_per_s,
+        "mb_per_s_each_round": rates,
+        "save_vs_plain_write": mb_per_s["save"]["scaletrain"] / mb_per_s["save"]["plain write"],
+        "save_vs_plain_dcp": mb_per_s["save"]["scaletrain"] / mb_per_s["save"]["plain DCP"],
+        "load_vs_plain_read": mb_per_s["load"]["scaletrain"] / mb_per_s["load"]["plain read"],
+        "load_vs_plain_dcp": mb_per_s["load"]["scaletrain"] / mb_per_s["load"]["plain DCP"],
+        "sync_stall_s": sync_stall,
+        "async_slowdown_s": median(stalls["asynchronous"]),
+        "async_blocked_s": median(blocked),
+        "async_slowdown_vs_sync": median(stalls["asynchronous"]) / sync_stall,
+        "async_blocked_vs_sync": median(blocked) / sync_stall,
+        "stalls_each_round_s": stalls,
+    }
+
+
+def state_bytes(args: argparse.Namespace) -> int:
+    """Weights, biases and Adam's two moments, in float32."""
+    return 3 * args.layers * (args.width * args.width + args.width) * 4
+
+
+def driver(args: argparse.Namespace) -> None:
+    import torch
+
+    import scaletrain
+
+    results: dict[str, Any] = {}
+    for ranks in args.ranks:
+        out = Path(tempfile.mkstemp(suffix=".json")[1])
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={ranks}",
+            __file__,
+            *sys.argv[1:],
+            f"--worker-out={out}",
+        ]
+        environ = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // ranks))}
+        started = time.perf_counter()
+        subprocess.run(command, check=True, env=environ, timeout=3600)
+        rounds = json.loads(out.read_text())
+        out.unlink()
+        results[str(ranks)] = {"summary": summarize(rounds), "rounds": rounds}
+        print(f"{ranks} rank(s): {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    load = os.getloadavg()
+    record = {
+        "time": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": {
+            "host": platform.node(),
+            "cpus": os.cpu_count(),
+            "load_average_1_5_15": load,
+            "torch": torch.__version__,
+            "scaletrain": scaletrain.__version__,
+        },
+        "settings": {**vars(args), "state_mb": state_bytes(args) / 1e6},
+        "by_ranks": results,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / "checkpoint_cost.json"
+    path.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    show(record, path)
+
+
+def show(record: dict[str, Any], path: Path) -> None:
+    machine, settings = record["machine"], record["settings"]
+    print(f"state {settings['state_mb']:,.0f} MB; load average {machine['load_average_1_5_15']}")
+    print(
+        "ranks  save MB/s: plain / DCP / scaletrain   load MB/s: plain / DCP / scaletrain   "
+        "sync stall  async slowdown (blocked)"
+    )
+    for ranks, result in record["by_ranks"].items():
+        summary = result["summary"]
+        save, load = summary["mb_per_s"]["save"], summary["mb_per_s"]["load"]
+        print(
+            f"{ranks:>5}  {save['plain write']:>10,.0f} / {save['plain DCP']:,.0f} / "
+            f"{save['scaletrain']:,.0f} ({summary['save_vs_plain_write']:.2f}, "
+            f"{summary['save_vs_plain_dcp']:.2f})   {load['plain read']:>6,.0f} / "
+            f"{load['plain DCP']:,.0f} / {load['scaletrain']:,.0f} "
+            f"({summary['load_vs_plain_read']:.2f}, {summary['load_vs_plain_dcp']:.2f})   "
+            f"{summary['sync_stall_s']:.2f} s  {summary['async_slowdown_s']:.2f} s "
+            f"({summary['async_slowdown_vs_sync']:.2f}) ({summary['async_blocked_s']:.3f} s, "
+            f"{summary['async_blocked_vs_sync']:.3f})"
+        )
+    print(f"results: {path}")
 
 
 def main() -> None:
     args = parse_args()
-    env = st.init()
-    work = Path(tempfile.mkdtemp(prefix="checkpoint-cost-", dir=args.dir))
-    runs = {mode: train(args, env, work / mode, mode=mode) for mode in ("none", "sync", "async")}
-    baseline = statistics.median(runs["none"]["intervals_s"])
-    size = runs["sync"]["bytes"]
-    sync = stalls(runs["sync"]["intervals_s"], baseline, args.steps_between, args.saves)
-    asynchronous = stalls(runs["async"]["intervals_s"], baseline, args.steps_between, args.saves)
-    blocked = [
-        runs["async"]["intervals_s"][number * args.steps_between - 1] - baseline
-        for number in range(1, args.saves + 1)
-    ]
-    model, optimizer = build(args, env)
-    model(torch.randn(args.batch, args.width, device=env.device)).sum().backward()
-    optimizer.step()  # Adam's moments exist: the same bytes as the checkpoints
-    write_s = plain_write(work / "plain.bin", size)
-    torch_s = torch_save(work / "torch.pt", model, optimizer)
-    sync_s = statistics.median(sync)
-    result = {
-        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": {
-            "host": platform.node(),
-            "cpus": os.cpu_count(),
-            "device": str(env.device),
-            "torch": torch.__version__,
-            "scaletrain": st.__version__,
-            "folder": str(work.parent),
-        },
-        "settings": vars(args) | {"dir": str(args.dir)},
-        "checkpoint_mb": size / 1e6,
-        "step_s": baseline,
-        "sync_stall_s": sync,
-        "async_stall_s": asynchronous,
-        "async_blocked_s": blocked,
-        "sync_save_mb_per_s": size / 1e6 / sync_s,
-        "plain_write_mb_per_s": size / 1e6 / write_s,
-        "torch_save_mb_per_s": size / 1e6 / torch_s,
-    }
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / "checkpoint_cost.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    shutil.rmtree(work)
-    show(result, out)
-    st.shutdown()
-
-
-def show(result: dict[str, Any], out: Path) -> None:
-    median = statistics.median
-    rows = [
-        ("checkpoint size", f"{result['checkpoint_mb']:,.0f} MB"),
-        ("training step (no save)", f"{result['step_s'] * 1000:,.0f} ms"),
-        ("stall, synchronous save", f"{median(result['sync_stall_s']):.2f} s"),
-        ("stall, asynchronous save (total)", f"{median(result['async_stall_s']):.2f} s"),
-        ("  of which the loop was blocked", f"{median(result['async_blocked_s']):.2f} s"),
-        ("save throughput (scaletrain, sync)", f"{result['sync_save_mb_per_s']:,.0f} MB/s"),
-        ("plain file write, same bytes", f"{result['plain_write_mb_per_s']:,.0f} MB/s"),
-        ("torch.save, same state", f"{result['torch_save_mb_per_s']:,.0f} MB/s"),
-    ]
-    width = max(len(name) for name, _ in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value:>12}")
-    print(f"results: {out}")
+    if args.worker_out is not None:
+        worker(args)
+    else:
+        driver(args)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -36,6 +37,14 @@ def clean_environ(**extra: str) -> dict[str, str]:
         if not name.startswith(launcher_prefixes) and name not in launcher_names
     }
     return {**environ, "OMP_NUM_THREADS": "1", **extra}
+
+
+def free_port() -> int:
+    """A port the kernel calls free now, for a launcher that would otherwise take a fixed
+    one (DeepSpeed's 29500) that other runs on this machine may hold."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def torchrun(

@@ -2,9 +2,11 @@
 
 MNIST cannot be downloaded here, but scikit-learn ships 1,797 real 8×8 digit scans. They are
 upscaled to 28×28 (8×8 → 24×24, then a 2-pixel border, like MNIST's centred digits) and
-written as the idx files that torchvision's MNIST reads from `<root>/MNIST/raw/`:
+written as the idx files that torchvision's MNIST reads from `<root>/MNIST/raw/`.
+FashionMNIST keeps the same files in `<root>/FashionMNIST/raw/` (examples/fashion_mnist):
 
     python examples/mnist/make_small_mnist.py --root .cache/mnist
+    python examples/mnist/make_small_mnist.py --root .cache/fashion --dataset FashionMNIST
 """
 
 from __future__ import annotations
@@ -33,15 +35,16 @@ def upscale(images: np.ndarray) -> np.ndarray:
     return np.clip(big * (255 / 16), 0, 255).astype(np.uint8)
 
 
-def write_small_mnist(root: Path, seed: int = 0) -> Path:
-    """Create `<root>/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte`; return the folder."""
+def write_small_mnist(root: Path, seed: int = 0, dataset: str = "MNIST") -> Path:
+    """Create `<root>/<dataset>/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte`; return the
+    folder (`dataset`: MNIST or FashionMNIST, the class names torchvision looks for)."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
     order = np.random.default_rng(seed).permutation(len(digits.target))
     images, labels = upscale(digits.images[order]), digits.target[order]
     test_size = int(len(labels) * TEST_FRACTION)
-    raw = root / "MNIST" / "raw"
+    raw = root / dataset / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     for prefix, part in (("t10k", slice(0, test_size)), ("train", slice(test_size, None))):
         write_idx(raw / f"{prefix}-images-idx3-ubyte", images[part])
@@ -52,8 +55,9 @@ def write_small_mnist(root: Path, seed: int = 0) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, required=True, help="data root, as for torchvision")
+    parser.add_argument("--dataset", choices=("MNIST", "FashionMNIST"), default="MNIST")
     args = parser.parse_args()
-    print(f"wrote {write_small_mnist(args.root)}")
+    print(f"wrote {write_small_mnist(args.root, dataset=args.dataset)}")
 
 
 if __name__ == "__main__":

@@ -15,12 +15,15 @@ checkpoint in runs/<name>/checkpoints/; --no-checkpoints trains from scratch, sa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import struct
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 
 import scaletrain as st
@@ -80,14 +83,23 @@ class ConvNet(nn.Module):
         return self.classifier(self.features(images).flatten(1))
 
 
+def gradient_sync(model: nn.Module, *, last_micro_batch: bool) -> AbstractContextManager[None]:
+    """DDP averages gradients over ranks at every backward(); when several micro-batches make
+    one step, only the last one needs it (no_sync keeps the others' gradients local)."""
+    if isinstance(model, DistributedDataParallel) and not last_micro_batch:
+        return model.no_sync()
+    return contextlib.nullcontext()
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, loader: DataLoader, device: torch.device) -> float:
     """Accuracy over the whole test set: each rank counts its shard, then counts are summed."""
     model.eval()
     correct = seen = 0
     for images, labels in loader:
-        predictions = model(images.to(device)).argmax(dim=1)
-        correct += int((predictions == labels.to(device)).sum())
+        images = images.to(device, non_blocking=True)
+        predictions = model(images).argmax(dim=1)
+        correct += int((predictions == labels.to(device, non_blocking=True)).sum())
         seen += len(labels)
     model.train()
     return st.total(correct) / st.total(seen)
@@ -104,6 +116,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument(
         "--batch-size", type=int, default=64, help="global batch size: split over all processes"
+    )
+    parser.add_argument(
+        "--accumulation-steps",
+        type=int,
+        default=1,
+        help="micro-batches per step: the same step in less GPU memory",
     )
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
@@ -147,10 +165,23 @@ def main() -> None:
     for epoch in ckpt.epochs(args.epochs):  # starts at the saved epoch when resuming
         # A new shuffle every epoch, disjoint per rank; when resuming, the rest of that epoch.
         for images, labels in ckpt.batches(train_loader):
-            images, labels = images.to(env.device), labels.to(env.device)
-            loss = nn.functional.cross_entropy(model(images), labels)
+            # Pinned batches (st.loader pins them on GPUs) are copied while the GPU computes.
+            images = images.to(env.device, non_blocking=True)
+            labels = labels.to(env.device, non_blocking=True)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()  # DDP averages the gradients of all ranks here
+            # e.g. 32 images per process in 2 micro-batches of 16: the same step, half the memory
+            parts = list(
+                zip(
+                    images.chunk(args.accumulation_steps),
+                    labels.chunk(args.accumulation_steps),
+                    strict=True,
+                )
+            )
+            for number, (part_images, part_labels) in enumerate(parts, start=1):
+                loss = nn.functional.cross_entropy(model(part_images), part_labels)
+                # DDP averages the gradients of all ranks at the last micro-batch's backward.
+                with gradient_sync(model, last_micro_batch=number == len(parts)):
+                    (loss / len(parts)).backward()
             optimizer.step()
             progress.update(epoch=epoch, loss=loss)
         accuracy = evaluate(model, test_loader, env.device)

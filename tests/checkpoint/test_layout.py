@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scaletrain.checkpoint.layout import CheckpointStore, files_of_rank
-from scaletrain.checkpoint.manifest import Manifest, Position, digest, find_damage
+from scaletrain.checkpoint.manifest import Manifest, Position, digest, read_checked
 
 
 def write_checkpoint(store: CheckpointStore, step: int, *, publish: bool = True) -> Path:
@@ -74,15 +74,16 @@ def test_truncated_and_garbled_files_are_found(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path / "checkpoints")
     folder = write_checkpoint(store, 3)
     expected = Manifest.read(folder).files
-    assert find_damage(folder, expected) == []
     data = folder / "__0_0.distcp"
     original = data.read_bytes()
+    # The intact file comes back as read, for loading without a second read.
+    assert read_checked(folder, expected) == ([], {"__0_0.distcp": original})
     data.write_bytes(original[:100])
-    assert find_damage(folder, expected) == ["__0_0.distcp has 100 bytes instead of 768"]
+    assert read_checked(folder, expected) == (["__0_0.distcp has 100 bytes instead of 768"], {})
     data.write_bytes(original[:5] + b"X" + original[6:])  # same size, one byte changed
-    assert find_damage(folder, expected) == ["__0_0.distcp does not match its checksum"]
+    assert read_checked(folder, expected)[0] == ["__0_0.distcp does not match its checksum"]
     data.unlink()
-    assert find_damage(folder, expected) == ["__0_0.distcp is missing"]
+    assert read_checked(folder, expected)[0] == ["__0_0.distcp is missing"]
 
 
 def test_damaged_checkpoints_are_set_aside_not_deleted(tmp_path: Path) -> None:
@@ -98,10 +99,9 @@ def test_damaged_checkpoints_are_set_aside_not_deleted(tmp_path: Path) -> None:
 
 
 def test_each_rank_checks_the_files_it_wrote_for_any_world_size() -> None:
-    names = {".metadata", "__0_0.distcp", "__1_0.distcp", "__3_0.distcp"}
-    names |= {"ranks/rank-00000.json", "ranks/rank-00003.json"}
-    assert files_of_rank(names, 0, 4) == [".metadata", "__0_0.distcp", "ranks/rank-00000.json"]
-    assert files_of_rank(names, 3, 4) == ["__3_0.distcp", "ranks/rank-00003.json"]
+    names = {".metadata", "__0_0.distcp", "__1_0.distcp", "__3_0.distcp", "__3_1.distcp"}
+    assert files_of_rank(names, 0, 4) == [".metadata", "__0_0.distcp"]
+    assert files_of_rank(names, 3, 4) == ["__3_0.distcp", "__3_1.distcp"]
     # Saved by 4 ranks, checked by 2: nothing is left out, nothing is checked twice.
     shares = [files_of_rank(names, rank, 2) for rank in range(2)]
     assert sorted(shares[0] + shares[1]) == sorted(names)

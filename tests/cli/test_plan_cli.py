@@ -61,6 +61,28 @@ def test_plan_json_is_the_plan_on_stdout(tmp_path: Path, environ: dict[str, str]
     assert list(tmp_path.iterdir()) == []  # plan writes nothing
 
 
+def test_plan_estimates_memory_per_strategy_and_suggests_one(
+    tmp_path: Path, environ: dict[str, str]
+) -> None:
+    model = ["--model-params", "7B", "--layers", "32", "--width", "4096", "--seq-len", "2048"]
+    args = ["-c", "lumi", "-g", "16", "-t", "2:00:00", "--global-batch-size", "64", *model]
+    result = run(tmp_path, environ, "plan", *args, "train.py")
+    assert result.returncode == 0, result.stderr
+    assert "memory per GPU: 7 B parameters, 16 × 64 GB" in result.stderr
+    cells = [[cell.strip() for cell in line.split("│")[1:-1]]
+             for line in result.stderr.splitlines() if line.startswith("│")]  # fmt: skip
+    rows = {row[0]: row[1:] for row in cells if row[0] in ("ddp", "fsdp")}
+    # 7 B × 20 bytes whole on every GPU; 4 samples × 2048 tokens × 4096 × 34 bytes × 32 layers
+    assert rows["ddp"] == ["140.0 GB", "36.5 GB", "176.5 GB", "no"]
+    assert rows["fsdp"] == ["7.9 GB", "36.5 GB", "44.4 GB", "yes"]
+    assert "suggested: st.wrap(model, optimizer, strategy='hsdp')" in result.stderr
+    as_json = json.loads(run(tmp_path, environ, "plan", *args, "--json", "train.py").stdout)
+    assert (as_json["suggested_strategy"], as_json["gpu_peak_tflops"]) == ("hsdp", 191.5)
+    assert [row["strategy"] for row in as_json["memory_estimates"]] == [
+        "ddp", "fsdp", "hsdp", "zero1", "zero2", "zero3"
+    ]  # fmt: skip
+
+
 def test_fair_share_warning_shows_the_extra_cost(tmp_path: Path, environ: dict[str, str]) -> None:
     result = run(tmp_path, environ, "plan", "-c", "lumi", "-g", "2", "--cpus-per-gpu", "14",
                  "-t", "10:00:00", "train.py")  # fmt: skip
@@ -102,6 +124,16 @@ def test_fair_share_warning_shows_the_extra_cost(tmp_path: Path, environ: dict[s
             "ask for at most --cpus-per-gpu 14.",
         ),
         (
+            ["-c", "lumi", "-g", "8", "-t", "1:00:00", "--layers", "24"],
+            "--layers, --width and --seq-len describe the model of --model-params.",
+            "add --model-params (e.g. 1.3B) for the memory estimate, or leave them out.",
+        ),
+        (
+            ["-c", "lumi", "-g", "8", "-t", "1:00:00", "--model-params", "big"],
+            "'big' is not a number of parameters.",
+            "write it as 124M, 1.3B, 7e9 or 350000000.",
+        ),
+        (
             ["-c", "lumii", "-g", "4", "-t", "2:00:00"],
             "There is no cluster profile called 'lumii'; known: local, lumi, mahti, puhti.",
             "did you mean 'lumi'? Add your own site as {config}/scaletrain/clusters/lumii.toml "
@@ -135,7 +167,8 @@ def test_clusters_lists_profiles_and_reports_a_broken_one(
     rows = {row[0]: row[1:] for row in cells}
     assert set(rows) == {"local", "lumi", "mahti", "puhti", "mysite"}
     assert rows["lumi"] == [
-        "amd MI250X GCD (64 GB)", "8", "small-g, standard-g, dev-g", "packaged: lumi.toml"
+        "amd MI250X GCD (64 GB, 191.5 TFLOPS)", "8", "small-g, standard-g, dev-g",
+        "packaged: lumi.toml",
     ]  # fmt: skip
     assert rows["mysite"] == ["nvidia H100", "4", "gpu", str(folder / "mysite.toml")]
     assert f"warning: {folder / 'broken.toml'}: node.usable_cores: missing (required); " in (

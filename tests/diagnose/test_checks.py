@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
-from scaletrain.diagnose.preflight.devices import check_devices, visible_from_variables
-from scaletrain.diagnose.preflight.gpu import check_communication, loaded_net_plugins
+from scaletrain.diagnose.preflight.devices import check_devices
+from scaletrain.diagnose.preflight.gpu import (
+    check_communication,
+    gpu_identity,
+    loaded_net_plugins,
+)
 from scaletrain.diagnose.preflight.inputs import parse_cpu_masks, read_inputs
 from scaletrain.diagnose.preflight.job_checks import check_consistency
 from scaletrain.diagnose.preflight.local_checks import (
     check_affinity,
+    check_open_files,
     cpus_of_mask,
     select_interfaces,
 )
@@ -47,13 +53,6 @@ def test_nccl_socket_ifname_rules() -> None:
     assert select_interfaces("hsn", interfaces, exact=True) == []
 
 
-def test_hip_visibility_picks_from_what_rocr_left_visible() -> None:
-    assert visible_from_variables(
-        {"ROCR_VISIBLE_DEVICES": "4,5,6", "HIP_VISIBLE_DEVICES": "2"}
-    ) == ("6",)
-    assert visible_from_variables({}) is None
-
-
 def test_one_gpu_per_task_uses_that_gpu_and_its_number_selects_the_mask() -> None:
     layout = dataclasses.replace(
         SINGLE_PROCESS, launcher="slurm", rank=3, local_rank=3, world_size=8, local_world_size=8
@@ -67,7 +66,7 @@ def test_too_many_local_ranks_for_the_visible_gpus_fails() -> None:
         SINGLE_PROCESS, launcher="torchrun", rank=3, local_rank=3, world_size=4, local_world_size=4
     )
     result, _ = check_devices(layout, {"CUDA_VISIBLE_DEVICES": "0,1"}, (), None)
-    assert result.status == "fail" and "only 2 are visible" in result.seen
+    assert result.status == "fail" and "only 2 GPU(s) are visible" in result.seen
 
 
 def test_ranks_that_disagree_on_the_world_size_fail() -> None:
@@ -112,3 +111,30 @@ def test_inputs_from_variables() -> None:
     )
     assert inputs.expected_cpu_masks == (0xFE, 0xFE00)
     assert inputs.min_free_bytes == 50 * 10**9 and inputs.rendezvous_timeout_s == 10
+
+
+def test_open_files_limit_against_the_sockets_of_512_ranks() -> None:
+    # The usual `ulimit -n 1024` is reached near 512 ranks: three full-mesh gloo groups
+    # (CPU training, checkpoint vote and background writer) and rank 0's store connections.
+    failed = check_open_files(1024, 1024, 512, rank=0)
+    assert failed.status == "fail" and "need up to 2301 per process" in failed.seen
+    assert "ask the site" in failed.fix
+    soft_only = check_open_files(1024, 65536, 512, rank=1)
+    assert soft_only.status == "fail" and "ulimit -n $(ulimit -Hn)" in soft_only.fix
+    assert check_open_files(1024, 1024, 16, rank=0).status == "ok"
+    assert check_open_files(-1, -1, 100_000, rank=0).status == "ok"  # unlimited
+
+
+def test_gpu_identity_without_uuid_is_never_the_same_for_two_tasks() -> None:
+    # One GPU per task, no UUID and no PCI address from the driver: every task sees "#0".
+    gpu = SimpleNamespace(name="AMD Instinct MI250X", uuid="")
+    first = gpu_identity(gpu, 0, (), task="nid001 pid 11")
+    second = gpu_identity(gpu, 0, (), task="nid001 pid 12")
+    assert first != second
+    # The visibility variable's physical number names the same GPU in every task.
+    assert gpu_identity(gpu, 0, ("3",), task="a") == gpu_identity(gpu, 0, ("3",), task="b")
+    assert gpu_identity(gpu, 0, ("3",), task="a") != gpu_identity(gpu, 0, ("4",), task="a")
+    with_uuid = SimpleNamespace(name="A100", uuid="8a1e0c3e-7f0e")
+    assert gpu_identity(with_uuid, 0, ("3",), task="a") == "GPU-8a1e0c3e-7f0e"
+    pci = SimpleNamespace(name="A100", uuid="", pci_domain_id=0, pci_bus_id=0xC1, pci_device_id=0)
+    assert gpu_identity(pci, 0, (), task="a") == "A100 at PCI 0000:c1:00"

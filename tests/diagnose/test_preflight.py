@@ -80,12 +80,16 @@ def test_wrong_affinity_fails_with_the_masks_to_bind(tmp_path: Path) -> None:
     assert "preflight failed" in report
 
 
-def test_two_ranks_seeing_only_device_0_share_one_gpu(tmp_path: Path) -> None:
+def test_two_torchrun_ranks_seeing_only_device_0_fail_before_sharing_it(tmp_path: Path) -> None:
+    # torchrun's ranks share the node's list: one visible GPU for two would be two ranks on
+    # one GPU, which NCCL refuses ("Duplicate GPU detected").
     environ = clean_environ(CUDA_VISIBLE_DEVICES="0")
     result = torchrun(PREFLIGHT, "--expected-gpus-per-node", "2", nproc=2, environ=environ)
     assert result.returncode != 0
-    assert "FAIL gpu-per-rank (job): ranks 0-1 on" in result.stderr
-    assert "all use GPU 0" in result.stderr and "give each rank its own GPU" in result.stderr
+    assert "FAIL devices (rank 0-1 on" in result.stderr, result.stderr
+    assert "torchrun started 2 processes on this node but only 1 GPU(s) are visible" in (
+        result.stderr
+    )
 
 
 def test_more_visible_gpus_than_expected_fails_naming_the_variable(tmp_path: Path) -> None:
@@ -136,3 +140,22 @@ def test_read_only_run_folder_fails_before_training(tmp_path: Path) -> None:
     assert "FAIL run-folder (rank 0-1 on" in result.stderr
     assert "Read-only file system" in result.stderr
     assert "fix: put runs where every node can write" in result.stderr
+
+
+def test_too_low_open_files_limit_fails_before_training(tmp_path: Path) -> None:
+    # A real limit, set as a job script would: rank 0 of 2 needs 261 descriptors.
+    command = (
+        f"ulimit -n 260 && exec {sys.executable} -m torch.distributed.run --standalone "
+        f"--nproc-per-node=2 {PREFLIGHT}"
+    )
+    result = subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        env=clean_environ(),
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "FAIL open-files (rank 0 on" in result.stderr, result.stderr
+    assert "ulimit -n 260 (hard 260); 2 ranks need up to 261 per process" in result.stderr

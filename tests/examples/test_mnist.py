@@ -54,10 +54,15 @@ def test_two_processes_train_to_the_documented_accuracy_then_resume(tmp_path: Pa
     assert "step 92/92 100%" in more.stdout and "epoch 2:" not in more.stdout  # one more epoch
 
 
-def test_no_checkpoints_saves_nothing(tmp_path: Path) -> None:
-    result = train(tmp_path, "--epochs", "1", "--no-checkpoints")
+def test_no_checkpoints_saves_nothing_and_micro_batches_train_too(tmp_path: Path) -> None:
+    result = train(tmp_path, "--epochs", "1", "--no-checkpoints", "--accumulation-steps", "2")
     assert result.returncode == 0, result.stderr[-3000:]
     assert not (tmp_path / "runs/mnist/checkpoints").exists()
+    # Two micro-batches per step (gradients averaged over ranks only at the second): the
+    # same 23 steps per epoch, and the loss falls.
+    assert "step 23/23 100%" in result.stdout
+    history = [json.loads(line) for line in (tmp_path / "runs/mnist/metrics/train.jsonl").open()]
+    assert history[-1]["loss"] < history[0]["loss"]
 
 
 def test_missing_dataset_names_the_folder_and_the_fix(tmp_path: Path) -> None:

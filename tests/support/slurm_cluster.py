@@ -43,7 +43,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -53,7 +52,7 @@ from pathlib import Path
 from string import Template
 
 from scaletrain.slurm import commands as slurm
-from tests.conftest import clean_environ
+from tests.conftest import clean_environ, free_port
 from tests.support.netns import NodeNetwork, create_network, delete_network, node_command
 
 CLIENT_COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "sacct", "srun")
@@ -182,8 +181,8 @@ class SlurmCluster:
                 cluster_name=self.name,
                 controller=first,
                 controller_address=self.network.addresses[first],
-                controller_port=_free_port(),
-                node_port=_free_port(),
+                controller_port=free_port(),
+                node_port=free_port(),
                 munge_socket=munge_socket,
                 folder=self.folder,
                 node_lines="\n".join(node_lines),
@@ -284,14 +283,6 @@ def _find(name: str) -> str:
     path = _which(name)
     assert path is not None, f"{name} is not installed"
     return path
-
-
-def _free_port() -> int:
-    """A port the kernel calls free (the daemons listen inside the nodes' namespaces, where
-    nothing else does; asking the kernel keeps them off well-known and job ports)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 _PR_SET_PDEATHSIG = 1

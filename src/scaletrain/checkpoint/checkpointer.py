@@ -44,7 +44,7 @@ from scaletrain.checkpoint.stop import StopRequests, TrainingStopped
 from scaletrain.checkpoint.writer import BackgroundWriter, SaveJob, SaveTarget, write_checkpoint
 from scaletrain.core.run_folder import DEFAULT_RUNS_DIR, RunFolder, default_run_name
 from scaletrain.runtime.layout import DistEnv
-from scaletrain.runtime.process_group import current_env, new_group
+from scaletrain.runtime.process_group import before_shutdown, current_env, new_group
 from scaletrain.train.data import EpochSampler
 from scaletrain.train.ranks import print0
 
@@ -85,6 +85,7 @@ class Checkpointer:
         every_minutes: float | None = 30.0,
         keep: int = 3,
         asynchronous: bool = False,
+        pin_staging: bool = True,
         enabled: bool = True,
         run_dir: str | Path | None = None,
         stop_check_seconds: float = 5.0,
@@ -96,7 +97,8 @@ class Checkpointer:
         `run_dir`). Besides every `every_steps` steps and/or `every_minutes` minutes, it saves
         when a stop is requested (SIGTERM, SIGUSR1, the stop-requested file; checked every
         `stop_check_seconds` s) and when training ends. `asynchronous=True` writes periodic
-        checkpoints in the background after a copy to CPU memory. With `enabled=False` nothing
+        checkpoints in the background after a copy to CPU memory, page-locked unless
+        `pin_staging=False` (see docs/checkpoints.md, "Memory"). With `enabled=False` nothing
         is saved or resumed and the loops behave like plain loops.
         """
         self.enabled = enabled
@@ -128,8 +130,12 @@ class Checkpointer:
             world_size=self._env.world_size,
             group=writer_group,
             keep=self._policy.keep,
+            device=self._env.device,
+            cores=self._env.cpu_count,
         )
-        self._writer = BackgroundWriter(self._target)
+        self._writer = BackgroundWriter(self._target, pin_staging=pin_staging)
+        if asynchronous:
+            before_shutdown(self._writer.wait)  # st.shutdown() with a save in flight
         self._vote = StepVote(vote_group, self._env.world_size, is_main=self._env.is_main)
         self._last_saved_step = -1
         self._last_save_time = time.monotonic()

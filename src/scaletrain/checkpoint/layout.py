@@ -1,6 +1,6 @@
 """Where checkpoints live and how one becomes visible: runs/<name>/checkpoints/.
 
-    step-0000120/           complete: DCP files, ranks/rank-N.json, checkpoint.json
+    step-0000120/           complete: DCP files (.metadata, __<rank>_<n>.distcp), checkpoint.json
     step-0000130.partial/   being written, or left by a crash: never loaded
     step-0000100.damaged/   failed verification on resume: kept for inspection, never loaded
     LATEST                  name of the newest complete checkpoint, for people and tools
@@ -22,7 +22,6 @@ from pathlib import Path
 from scaletrain.checkpoint.manifest import MANIFEST_NAME
 
 LATEST_NAME = "LATEST"
-RANKS_FOLDER = "ranks"
 PARTIAL_SUFFIX = ".partial"
 DAMAGED_SUFFIX = ".damaged"
 # A checkpoint being deleted by retention: renamed first so that a crash half-way through
@@ -30,7 +29,7 @@ DAMAGED_SUFFIX = ".damaged"
 DELETING_SUFFIX = ".deleting"
 _COMPLETE_NAME = re.compile(r"step-(\d+)")
 # The rank that wrote a file, from its name: DCP names its shards __<rank>_<n>.distcp.
-_WRITER_OF_FILE = (re.compile(r"__(\d+)_"), re.compile(rf"{RANKS_FOLDER}/rank-(\d+)\."))
+_WRITER_OF_FILE = re.compile(r"__(\d+)_")
 
 
 def checkpoint_name(step: int) -> str:
@@ -44,26 +43,21 @@ def step_of(folder: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def rank_file(rank: int) -> str:
-    """Path of a rank's own state file inside a checkpoint folder."""
-    return f"{RANKS_FOLDER}/rank-{rank:05d}.json"
-
-
 def files_of_rank(names: set[str], rank: int, world_size: int) -> list[str]:
     """The share of a checkpoint's files that `rank` checksums: those it wrote (still in its
     page cache), and on rank 0 anything not named by rank. With another number of ranks
     than saved it, the files are spread evenly."""
     owned = []
     for name in sorted(names):
-        matches = [match for pattern in _WRITER_OF_FILE if (match := pattern.match(name))]
-        writer = int(matches[0].group(1)) % world_size if matches else 0
+        match = _WRITER_OF_FILE.match(name)
+        writer = int(match.group(1)) % world_size if match else 0
         if writer == rank:
             owned.append(name)
     return owned
 
 
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename inside `folder` durable (a crash right after it must not undo it)."""
+def fsync_folder(folder: Path) -> None:
+    """Make the files created and renamed inside `folder` durable (a crash must not undo them)."""
     descriptor = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(descriptor)
@@ -79,7 +73,7 @@ def write_durably(path: Path, text: str) -> None:
         file.flush()
         os.fsync(file.fileno())
     temporary.replace(path)
-    _fsync_folder(path.parent)
+    fsync_folder(path.parent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +108,7 @@ class CheckpointStore:
         """Make the finished `.partial` folder of `step` the newest complete checkpoint."""
         final = self.root / checkpoint_name(step)
         self.partial(step).rename(final)
-        _fsync_folder(self.root)
+        # Its fsync of the checkpoints folder makes the rename above durable too.
         write_durably(self.root / LATEST_NAME, final.name + "\n")
         return final
 

@@ -8,7 +8,9 @@ found before anything is loaded. Plain JSON: readable without torch (status, doc
 from __future__ import annotations
 
 import json
+import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,8 +60,12 @@ class Manifest:
     versions: dict[str, str] = field(default_factory=dict)
 
     def write(self, folder: Path) -> None:
+        """Write checkpoint.json into `folder` and fsync it (the folder is published after)."""
         record = {"format": FORMAT_VERSION, **asdict(self)}
-        (folder / MANIFEST_NAME).write_text(json.dumps(record, indent=1) + "\n")
+        with (folder / MANIFEST_NAME).open("w") as file:
+            file.write(json.dumps(record, indent=1) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
 
     @classmethod
     def read(cls, folder: Path) -> Manifest:
@@ -89,15 +95,32 @@ def digest(path: Path) -> FileDigest:
     return FileDigest(size=path.stat().st_size, crc32=crc)
 
 
-def find_damage(folder: Path, expected: dict[str, FileDigest]) -> list[str]:
-    """One line per file of `expected` that is missing, of another size, or garbled."""
-    problems = []
-    for name, want in expected.items():
-        path = folder / name
-        if not path.is_file():
-            problems.append(f"{name} is missing")
-        elif (size := path.stat().st_size) != want.size:
-            problems.append(f"{name} has {size:,} bytes instead of {want.size:,}")
-        elif digest(path).crc32 != want.crc32:
-            problems.append(f"{name} does not match its checksum")
-    return problems
+def _read_one(path: Path, want: FileDigest) -> tuple[str | None, bytes | None]:
+    """(the problem, None) or (None, the file's bytes)."""
+    if not path.is_file():
+        return f"{path.name} is missing", None
+    if (size := path.stat().st_size) != want.size:
+        return f"{path.name} has {size:,} bytes instead of {want.size:,}", None
+    content = path.read_bytes()
+    if zlib.crc32(content) != want.crc32:
+        return f"{path.name} does not match its checksum", None
+    return None, content
+
+
+def read_checked(
+    folder: Path, expected: dict[str, FileDigest], *, threads: int = 1
+) -> tuple[list[str], dict[str, bytes]]:
+    """Read the files of `expected` once, into memory, and check each against its digest;
+    `threads` files at a time (reads and zlib's CRC-32 release the GIL, so one file's
+    checksum runs while another is read).
+
+    Returns one line per file that is missing, of another size or garbled, and the contents
+    of the intact ones (for loading them without reading them again).
+    """
+    names = list(expected)
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(names) or 1))) as pool:
+        results = pool.map(lambda name: _read_one(folder / name, expected[name]), names)
+        checked = dict(zip(names, results, strict=True))
+    problems = [problem for problem, _ in checked.values() if problem is not None]
+    contents = {name: content for name, (_, content) in checked.items() if content is not None}
+    return problems, contents

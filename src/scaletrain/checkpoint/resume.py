@@ -1,14 +1,17 @@
 """Find the newest intact checkpoint of a run and load it into the training objects.
 
-Every rank checks its share of the files (size and CRC-32 against checkpoint.json) and rank 0
-checks DCP's metadata against an allowlist; the ranks then agree. A damaged checkpoint is
-reported by name, renamed to step-N.damaged (nothing is deleted) and the next older one is
-tried. An intact checkpoint that does not fit the model (the script changed) is an error:
-older checkpoints would not fit either, and silently starting over would lose training.
+Every rank reads its share of the files once (those it wrote, when the number of ranks
+is unchanged), checks them (size and CRC-32 against checkpoint.json) and keeps them in
+memory for the load; rank 0 checks DCP's metadata against an allowlist; the ranks then
+agree. A damaged checkpoint is reported by name, renamed to step-N.damaged (nothing is
+deleted) and the next older one is tried. An intact checkpoint that does not fit the model
+(the script changed) is an error: older checkpoints would not fit either, and silently
+starting over would lose training.
 """
 
 from __future__ import annotations
 
+import json
 import pickle
 import sys
 from dataclasses import dataclass
@@ -20,15 +23,16 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
 from scaletrain.checkpoint.layout import files_of_rank
-from scaletrain.checkpoint.manifest import DamagedCheckpointError, Manifest, find_damage
+from scaletrain.checkpoint.manifest import DamagedCheckpointError, Manifest, read_checked
 from scaletrain.checkpoint.safe_load import (
     METADATA_NAME,
     SafeFileSystemReader,
     SafeLoadPlanner,
     check_metadata,
 )
-from scaletrain.checkpoint.state import TrainingObjects, read_rank_state
-from scaletrain.checkpoint.writer import SaveTarget
+from scaletrain.checkpoint.state import TrainingObjects
+from scaletrain.checkpoint.storage import PreloadedFileSystem
+from scaletrain.checkpoint.writer import RANK_STATE_KEY, SaveTarget
 from scaletrain.core.errors import ScaletrainError
 
 # Enough of a load error to name the mismatching keys without flooding the log.
@@ -59,31 +63,47 @@ def _from_all_ranks(value: list[str], target: SaveTarget) -> list[str]:
     return [item for part in gathered for item in part]
 
 
-def _damage(folder: Path, target: SaveTarget) -> list[str]:
-    """What is wrong with this rank's share of a checkpoint (empty: nothing)."""
+def _check(folder: Path, target: SaveTarget) -> tuple[list[str], dict[str, bytes]]:
+    """What is wrong with this rank's share of a checkpoint (empty: nothing), and the
+    contents of its intact files."""
     try:
         manifest = Manifest.read(folder)
     except DamagedCheckpointError as error:
-        return [error.problem] if target.rank == 0 else []
+        return ([error.problem] if target.rank == 0 else []), {}
     mine = files_of_rank(set(manifest.files), target.rank, target.world_size)
-    problems = find_damage(folder, {name: manifest.files[name] for name in mine})
+    expected = {name: manifest.files[name] for name in mine}
+    problems, contents = read_checked(folder, expected, threads=target.cores)
     if METADATA_NAME in mine and not problems:
         try:
             check_metadata(folder)
         except (OSError, EOFError, pickle.UnpicklingError) as error:
             problems.append(f"{METADATA_NAME} cannot be read safely ({error})")
-    return problems
+    return problems, contents
 
 
-def _load(folder: Path, objects: TrainingObjects, target: SaveTarget) -> None:
+def _load(
+    folder: Path,
+    objects: TrainingObjects,
+    target: SaveTarget,
+    contents: dict[str, bytes],
+    saved_world_size: int,
+) -> dict[str, Any] | None:
+    """Load the checkpoint into `objects`; return this rank's saved generators (None when
+    the checkpoint was saved by fewer ranks)."""
     state = objects.state_dict()  # the structure to fill, with this run's shapes
+    mine = str(target.rank)
+    if target.rank < saved_world_size:
+        state[RANK_STATE_KEY] = {mine: ""}
+    reader = SafeFileSystemReader(folder)
+    reader.fs = PreloadedFileSystem(contents)  # this rank's checked files: no second read
     try:
         dcp_load(
             state,
-            storage_reader=SafeFileSystemReader(folder),
+            storage_reader=reader,
             planner=SafeLoadPlanner(),
             process_group=target.group,
         )
+        rank_state = state.pop(RANK_STATE_KEY, {}).get(mine)
         objects.load_state_dict(state)
     except (Exception, CheckpointException) as error:  # DCP's is a BaseException
         raise ScaletrainError(
@@ -92,6 +112,7 @@ def _load(folder: Path, objects: TrainingObjects, target: SaveTarget) -> None:
             "resume with the model, optimizer, scheduler and scaler that saved it, or start "
             "a new run (another --name); move the checkpoints folder away to start over.",
         ) from error
+    return json.loads(rank_state) if rank_state else None
 
 
 def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
@@ -100,7 +121,8 @@ def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
     names: list[str] = _from_rank_zero([folder.name for folder in store.complete()], target)
     for name in names:
         folder = store.root / name
-        problems = _from_all_ranks(_damage(folder, target), target)
+        mine, contents = _check(folder, target)
+        problems = _from_all_ranks(mine, target)
         if problems:
             if target.rank == 0:
                 moved = store.set_aside(folder)
@@ -111,12 +133,9 @@ def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
                     flush=True,
                 )
             continue
-        _load(folder, objects, target)
-        return Resumed(
-            folder=folder,
-            manifest=Manifest.read(folder),
-            rank_state=read_rank_state(folder, target.rank),
-        )
+        manifest = Manifest.read(folder)
+        rank_state = _load(folder, objects, target, contents, manifest.world_size)
+        return Resumed(folder=folder, manifest=manifest, rank_state=rank_state)
     if names:
         raise ScaletrainError(
             f"Every checkpoint in {store.root} is damaged; none was loaded and none was deleted.",

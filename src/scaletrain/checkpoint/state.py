@@ -2,23 +2,23 @@
 torch.distributed.checkpoint) and each rank's own random generators.
 
 Model and optimizer go through DCP's get_state_dict/set_state_dict: parameter names without
-the DDP `module.` prefix, optimizer state keyed by those names, so the same checkpoint loads
-into DDP, a plain module, or FSDP, with any number of processes.
+the DDP `module.` prefix, optimizer state keyed by those names, FSDP/HSDP parameters as the
+shards each rank holds (no gather), so the same checkpoint loads into DDP, FSDP, HSDP or a
+plain module, with any number of processes. A DeepSpeed engine's state has a layout of its
+own (deepspeed_state.py) that loads into DeepSpeed at any number of processes.
 
-Each rank's generators are saved as ranks/rank-NNNNN.json in JSON, never pickle. Rank N gets
-its own state back on resume, so dropout masks and augmentations continue exactly; when a run
-resumes with fewer processes the extra files are ignored, with more processes the new ranks
-keep their seeds.
+Each rank's generators are saved as JSON text (never pickle) inside its own DCP shard
+(writer.py, RANK_STATE_KEY). Rank N gets its own state back on resume, so dropout masks and
+augmentations continue exactly; when a run resumes with fewer processes the extra states are
+ignored, with more processes the new ranks keep their seeds.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -29,7 +29,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.optim import Optimizer
 
-from scaletrain.checkpoint.layout import rank_file
+from scaletrain.checkpoint.deepspeed_state import DeepSpeedState, is_deepspeed_engine
 
 
 class HasState(Protocol):
@@ -49,22 +49,29 @@ class TrainingObjects:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything to save, keyed 'model', 'optimizer' and the extras' names."""
-        model_state, optimizer_state = get_state_dict(self.model, list(self.optimizers))
-        state: dict[str, Any] = {"model": model_state}
-        if self.optimizers:
-            state["optimizer"] = optimizer_state
+        state: dict[str, Any]
+        if is_deepspeed_engine(self.model):
+            state = DeepSpeedState(self.model).state_dict()  # its optimizer is inside
+        else:
+            model_state, optimizer_state = get_state_dict(self.model, list(self.optimizers))
+            state = {"model": model_state}
+            if self.optimizers:
+                state["optimizer"] = optimizer_state
         for name, thing in (self.others or {}).items():
             state[name] = thing.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Put a loaded state dict (same keys as `state_dict()`) into the objects."""
-        set_state_dict(
-            self.model,
-            list(self.optimizers),
-            model_state_dict=state["model"],
-            optim_state_dict=state.get("optimizer", {}),
-        )
+        if is_deepspeed_engine(self.model):
+            DeepSpeedState(self.model).load_state_dict(state)
+        else:
+            set_state_dict(
+                self.model,
+                list(self.optimizers),
+                model_state_dict=state["model"],
+                optim_state_dict=state.get("optimizer", {}),
+            )
         for name, thing in (self.others or {}).items():
             thing.load_state_dict(state[name])
 
@@ -120,15 +127,3 @@ def saved_loader_generator(state: dict[str, Any]) -> torch.Tensor | None:
     """The loader generator's state at the start of the saved epoch, if one was saved."""
     text = state.get("loader_generator")
     return None if text is None else _decode(text)
-
-
-def write_rank_state(folder: Path, rank: int, state: dict[str, Any]) -> None:
-    path = folder / rank_file(rank)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state))
-
-
-def read_rank_state(folder: Path, rank: int) -> dict[str, Any] | None:
-    """This rank's saved state, or None when the checkpoint was saved by fewer ranks."""
-    path = folder / rank_file(rank)
-    return json.loads(path.read_text()) if path.is_file() else None

@@ -1,18 +1,25 @@
 """Write one checkpoint from all ranks, then publish it atomically; optionally in the background.
 
 Order, so that a crash at any moment leaves the previous checkpoint loadable:
-1. every rank writes ranks/rank-N.json and its DCP shard into step-N.partial/;
+1. every rank writes its DCP shard files into step-N.partial/, its random generators packed
+   into the same files (no small file per rank), each file's size and CRC-32 computed on
+   the way to the disk, each file fsynced once;
 2. dcp.save returns on every rank only after rank 0 wrote DCP's .metadata, i.e. after
    all shards are on disk;
-3. every rank checksums the files it wrote, rank 0 gathers the sums into checkpoint.json,
-   renames the folder to step-N and points LATEST at it, then applies retention.
+3. rank 0 gathers the digests into checkpoint.json (fsynced), fsyncs the folder, renames it
+   to step-N, points LATEST at it (one fsync of the checkpoints folder), then applies
+   retention.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
+import json
+import os
 import sys
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -22,14 +29,24 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.filesystem import FileSystemWriter
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from scaletrain import __version__
-from scaletrain.checkpoint.layout import CheckpointStore, files_of_rank, rank_file
-from scaletrain.checkpoint.manifest import FileDigest, Manifest, Position, digest
-from scaletrain.checkpoint.safe_load import METADATA_NAME
-from scaletrain.checkpoint.state import write_rank_state
+from scaletrain.checkpoint.layout import CheckpointStore, fsync_folder
+from scaletrain.checkpoint.manifest import FileDigest, Manifest, Position
+from scaletrain.checkpoint.storage import (
+    ScaletrainWriter,
+    state_bytes,
+    without_record_checksums,
+    writer_options,
+)
+
+# The DCP entry of each rank's random generators: {"<rank>": JSON text}. Plain text, so that
+# loading it needs no unpickling beyond torch.load(weights_only=True).
+RANK_STATE_KEY = "rank_state"
+# The background writer's niceness (Linux: per thread): the training loop's threads win
+# every contended core, the write takes what is left.
+WRITER_NICENESS = 10
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,33 +69,39 @@ class SaveTarget:
     rank: int
     world_size: int
     group: dist.ProcessGroup | None
-    """A gloo group of all ranks, used only by checkpoint writes."""
+    """The group for checkpoint collectives (None: the default group; see checkpointer.py)."""
     keep: int
+    device: torch.device
+    """This rank's device: the background writer's thread works on it too."""
+    cores: int
+    """This rank's cores: they bound the writer threads of a synchronous save."""
 
 
-def stage(state: Any, into: Any = None) -> Any:
+def stage(state: Any, into: Any = None, *, pin: bool = True) -> Any:
     """A private CPU copy of a state dict, so that training can go on changing the original.
 
     Tensors are copied into the buffers of `into` (the previous copy, already written) when
-    their shapes match: no new memory to fault in at every save. New buffers are pinned
-    when the tensor is on a GPU, for a fast device-to-host copy.
+    their shapes match: no new memory to fault in at every save. New buffers for GPU tensors
+    are pinned (page-locked) when `pin`, for a fast device-to-host copy; torch's caching
+    host allocator rounds each one up to a power of two (docs/checkpoints.md, "Memory").
     """
     if type(state) is torch.Tensor:  # DTensor and other subclasses: copied by their own rules
         same = isinstance(into, torch.Tensor) and (into.shape, into.dtype) == (
             state.shape,
             state.dtype,
         )
-        buffer = into if same else torch.empty_like(state, device="cpu", pin_memory=state.is_cuda)
+        pinned = pin and state.is_cuda
+        buffer = into if same else torch.empty_like(state, device="cpu", pin_memory=pinned)
         return buffer.copy_(state.detach())
     if isinstance(state, torch.Tensor):
         return state.detach().to("cpu", copy=True)
     if isinstance(state, dict):
         earlier = into if isinstance(into, dict) else {}
-        return {key: stage(value, earlier.get(key)) for key, value in state.items()}
+        return {key: stage(value, earlier.get(key), pin=pin) for key, value in state.items()}
     if isinstance(state, list | tuple):
         same_length = isinstance(into, list | tuple) and len(into) == len(state)
         return type(state)(
-            stage(value, old)
+            stage(value, old, pin=pin)
             for value, old in itertools.zip_longest(state, into if same_length else ())
         )
     return copy.deepcopy(state)
@@ -96,21 +119,20 @@ def _gather(digests: dict[str, FileDigest], target: SaveTarget) -> dict[str, Fil
     return merged
 
 
-def write_checkpoint(job: SaveJob, target: SaveTarget) -> Path | None:
-    """Save `job` from every rank (a collective); return the published folder on rank 0."""
+def write_checkpoint(job: SaveJob, target: SaveTarget, *, staged: bool = False) -> Path | None:
+    """Save `job` from every rank (a collective); return the published folder on rank 0.
+
+    `staged`: the state is a private CPU copy (an asynchronous save), written by one thread.
+    """
     started = time.perf_counter()
     folder = target.store.partial(job.position.step)
     folder.mkdir(parents=True, exist_ok=True)
-    write_rank_state(folder, target.rank, job.rank_state)
-    metadata = dcp_save(
-        job.state,
-        storage_writer=FileSystemWriter(folder),
-        process_group=target.group,
-    )
-    names = {info.relative_path for info in (metadata.storage_data or {}).values()}
-    names |= {METADATA_NAME, *(rank_file(r) for r in range(target.world_size))}
-    mine = files_of_rank(names, target.rank, target.world_size)
-    files = _gather({name: digest(folder / name) for name in mine}, target)
+    options = writer_options(state_bytes(job.state), target.cores, staged=staged)
+    writer = ScaletrainWriter(folder, options)
+    state = {**job.state, RANK_STATE_KEY: {str(target.rank): json.dumps(job.rank_state)}}
+    with without_record_checksums():
+        dcp_save(state, storage_writer=writer, process_group=target.group)
+    files = _gather(writer.fs.digests, target)
     if target.rank != 0:
         return None
     Manifest(
@@ -121,6 +143,7 @@ def write_checkpoint(job: SaveJob, target: SaveTarget) -> Path | None:
         files=dict(sorted(files.items())),
         versions={"scaletrain": __version__, "torch": torch.__version__},
     ).write(folder)
+    fsync_folder(folder)  # every rank's files and the manifest, before the folder is renamed
     published = target.store.publish(job.position.step)
     target.store.prune(target.keep)
     seconds = time.perf_counter() - started
@@ -134,22 +157,43 @@ def write_checkpoint(job: SaveJob, target: SaveTarget) -> Path | None:
     return published
 
 
+def _prepare_writer_thread(device: torch.device) -> None:
+    """The background writer's thread: on this rank's GPU (a CUDA call there would otherwise
+    create a context on GPU 0), and behind training in the CPU scheduler's queue."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    # Not Linux, or not allowed: the thread writes at normal priority.
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITER_NICENESS)
+
+
 class BackgroundWriter:
     """Writes checkpoints in a background thread, one at a time (asynchronous saving)."""
 
-    def __init__(self, target: SaveTarget) -> None:
+    def __init__(self, target: SaveTarget, *, pin_staging: bool = True) -> None:
         self.target = target
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
+        self._pin = pin_staging
+        self._executor = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="checkpoint",
+            initializer=_prepare_writer_thread,
+            initargs=(target.device,),
+        )
         self._pending: Future[Path | None] | None = None
         self._staged: Any = None
 
     def submit(self, job: SaveJob) -> None:
         """Copy the state to CPU memory now (the only stall), write it in the background."""
         self.wait()  # also frees the previous copy's buffers for reuse
-        self._staged = stage(job.state, into=self._staged)
+        self._staged = stage(job.state, into=self._staged, pin=self._pin)
         self._pending = self._executor.submit(
-            write_checkpoint, replace(job, state=self._staged), self.target
+            write_checkpoint, replace(job, state=self._staged), self.target, staged=True
         )
+
+    @property
+    def in_flight(self) -> bool:
+        """True while a save is being written."""
+        return self._pending is not None and not self._pending.done()
 
     def wait(self) -> None:
         """Block until the save in flight (if any) is published; re-raise its error."""

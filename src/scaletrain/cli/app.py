@@ -80,6 +80,7 @@ COMMANDS: dict[str, tuple[str, str, dict[str, Any] | None]] = {
     "monitor": ("scaletrain.cli.monitor", "monitor", None),
     "analyze": ("scaletrain.cli.analyze", "analyze", None),
     "scale": ("scaletrain.cli.scale", "scale", SCRIPT_COMMAND),
+    "export": ("scaletrain.cli.export", "export", None),
 }
 
 

@@ -52,7 +52,7 @@ def list_clusters(ctx: typer.Context) -> None:
         where = (
             profile.source if profile_file.origin == "user" else f"packaged: {profile.name}.toml"
         )
-        gpu = f"{profile.node.accelerator} {profile.node.gpu_model}"
+        gpu = f"{profile.node.accelerator} {profile.node.gpu_description}"
         partitions = ", ".join(profile.partitions)
         table.add_row(profile.name, gpu, str(profile.node.gpus), partitions, where)
     console.console.print(table)
@@ -120,7 +120,7 @@ def _facts(profile: ClusterProfile) -> list[tuple[str, str]]:
         ("file", profile.source),
         (
             "node",
-            f"{node.gpus} × {node.gpu_model} ({node.accelerator}), {node.usable_cores} "
+            f"{node.gpus} × {node.gpu_description} ({node.accelerator}), {node.usable_cores} "
             f"cores{memory} usable by jobs",
         ),
         (

@@ -95,5 +95,36 @@ def show_plan(decided: Plan) -> None:
     console.console.print(table)
     for option in resource_options(decided):
         console.console.print(f"#SBATCH {option}", markup=False, highlight=False)
+    if decided.memory_estimates:
+        show_memory(decided)
     for warning in decided.warnings:
         console.warning(warning)
+
+
+def show_memory(decided: Plan) -> None:
+    """Memory per GPU under each strategy, and the suggested one, for the requested model."""
+    parameters = decided.model_parameters or 0
+    table = Table(
+        title=f"memory per GPU: {parameters / 1e9:.3g} B parameters, {decided.world_size} × "
+        f"{decided.gpu_memory_gb:g} GB",
+        title_justify="left",
+    )
+    for column in ("strategy", "model states", "activations", "total", "fits"):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for estimate in decided.memory_estimates:
+        activations = estimate.activations_gb
+        table.add_row(
+            estimate.strategy,
+            f"{estimate.model_states_gb:,.1f} GB",
+            "?" if activations is None else f"{activations:,.1f} GB",
+            f"{estimate.total_gb:,.1f} GB",
+            "yes" if estimate.fits else "[error]no[/error]",
+        )
+    console.console.print(table)
+    if decided.memory_estimates[0].activations_gb is None:
+        console.info("activations not counted: give --layers, --width and --seq-len too")
+    if decided.suggested_strategy is not None:
+        console.success(
+            f"suggested: st.wrap(model, optimizer, strategy={decided.suggested_strategy!r}) "
+            "(the least communication that fits; see docs/strategies.md)"
+        )

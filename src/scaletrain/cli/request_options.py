@@ -13,8 +13,13 @@ from typing import Any
 
 import typer
 
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.planning.memory import ModelSize, parse_count
 from scaletrain.planning.modes import DEFAULT_MODE, launch_modes
 from scaletrain.planning.request import Request
+
+_MODEL_PANEL = "Model (memory estimate)"
+_PRECISIONS = ("bf16", "fp16", "fp32")
 
 
 def _request_parameters(
@@ -59,6 +64,33 @@ def _request_parameters(
     container: str | None = typer.Option(
         None, "--container", help="Container image to run in (e.g. a .sif file)."
     ),
+    model_params: str | None = typer.Option(
+        None,
+        "--model-params",
+        help="Parameters of your model (124M, 1.3B): memory per GPU under each strategy.",
+        rich_help_panel=_MODEL_PANEL,
+    ),
+    layers: int | None = typer.Option(
+        None,
+        "--layers",
+        help="Transformer layers (activations need all three).",
+        rich_help_panel=_MODEL_PANEL,
+    ),
+    width: int | None = typer.Option(
+        None, "--width", help="Hidden size (d_model).", rich_help_panel=_MODEL_PANEL
+    ),
+    seq_len: int | None = typer.Option(
+        None, "--seq-len", help="Tokens per sample.", rich_help_panel=_MODEL_PANEL
+    ),
+    precision: str = typer.Option(
+        "bf16", "--precision", help="bf16, fp16 or fp32.", rich_help_panel=_MODEL_PANEL
+    ),
+    activation_checkpointing: bool = typer.Option(
+        False,
+        "--activation-checkpointing",
+        help="Blocks recompute their activations.",
+        rich_help_panel=_MODEL_PANEL,
+    ),
 ) -> None:
     """Never called: its signature is the request options (see `request_options`)."""
 
@@ -70,9 +102,36 @@ _SHARED = inspect.signature(_request_parameters, eval_str=True).parameters
 _FIELD_NAMES = {"memory_per_gpu": "memory_gb_per_gpu", "container": "container_image"}
 
 
+def _model_size(values: dict[str, Any]) -> ModelSize | None:
+    """The model the request names, from the model options (None without --model-params)."""
+    parameters = values.pop("model_params")
+    shape = {name: values.pop(name) for name in ("layers", "width", "seq_len")}
+    precision, recompute = values.pop("precision"), values.pop("activation_checkpointing")
+    if parameters is None:
+        if any(value is not None for value in shape.values()):
+            raise ScaletrainError(
+                "--layers, --width and --seq-len describe the model of --model-params.",
+                "add --model-params (e.g. 1.3B) for the memory estimate, or leave them out.",
+            )
+        return None
+    if precision not in _PRECISIONS:
+        raise ScaletrainError(
+            f"Unknown --precision {precision!r}.", f"use one of {', '.join(_PRECISIONS)}."
+        )
+    return ModelSize(
+        parameters=parse_count(parameters),
+        precision="fp32" if precision == "fp32" else "bf16",  # fp16 takes what bf16 takes
+        layers=shape["layers"],
+        width=shape["width"],
+        sequence_length=shape["seq_len"],
+        activation_checkpointing=recompute,
+    )
+
+
 def _request(ctx: typer.Context, values: dict[str, Any]) -> Request:
+    model = _model_size(values)
     fields = {_FIELD_NAMES.get(name, name): value for name, value in values.items()}
-    return Request(script_args=tuple(ctx.args), **fields)
+    return Request(script_args=tuple(ctx.args), model=model, **fields)
 
 
 def request_options(command: Callable[..., None]) -> Callable[..., None]:

@@ -14,6 +14,7 @@ from scaletrain.checkpoint.layout import CheckpointStore
 from scaletrain.cli.common import MONITOR_INTERVAL_OPTION, PROFILE_OPTION, RUNS_DIR_OPTION
 from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.core import console
+from scaletrain.core.progress_line import format_value
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.variables import PROFILE
 from scaletrain.launch.local_run import LocalRunResult
@@ -95,7 +96,9 @@ def _show_end(folder: RunFolder, result: LocalRunResult, stopped: dict[str, Any]
     summary_file = folder.metrics / "summary.json"
     if summary_file.is_file():
         for key, value in json.loads(summary_file.read_text()).items():
-            table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+            table.add_row(
+                key, format_value(value) if isinstance(value, float | list) else str(value)
+            )
     latest = CheckpointStore(folder.checkpoints).latest()
     if latest is not None:
         table.add_row("checkpoint", f"{latest}/")

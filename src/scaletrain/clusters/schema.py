@@ -9,7 +9,15 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
 
 from scaletrain.clusters.billing import BillingRule
 from scaletrain.clusters.slurm_time import parse_slurm_time
@@ -30,11 +38,26 @@ class Node(_Section):
     """GPUs per node as Slurm counts them (LUMI: 8 GCDs); on a CPU cluster, process slots."""
     accelerator: Literal["nvidia", "amd", "cpu"]
     gpu_model: str
+    gpu_memory_gb: PositiveFloat | None = None
+    """Memory of one GPU as Slurm counts GPUs (one MI250X GCD: 64 GB); none on CPU clusters."""
+    peak_tflops: PositiveFloat | None = None
+    """Dense 16-bit matrix peak of one GPU (bf16, or fp16 where there is no bf16), in TFLOPS:
+    the denominator of model FLOPs utilisation."""
     usable_cores: PositiveInt
     usable_memory_gb: PositiveInt | None = None
     """None where Slurm does not manage memory on this cluster."""
     cpu_masks: tuple[str, ...] = ()
     """Cores closest to GPU 0, 1, ... as hexadecimal masks for `srun --cpu-bind=mask_cpu:`."""
+
+    @property
+    def gpu_description(self) -> str:
+        """`MI250X GCD (64 GB, 191.5 TFLOPS)`: the model, with memory and peak if known."""
+        known = [
+            f"{value:g} {unit}"
+            for value, unit in ((self.gpu_memory_gb, "GB"), (self.peak_tflops, "TFLOPS"))
+            if value is not None
+        ]
+        return f"{self.gpu_model} ({', '.join(known)})" if known else self.gpu_model
 
     @field_validator("cpu_masks")
     @classmethod

@@ -13,14 +13,25 @@ from pathlib import Path
 from typing import Any
 
 # Keys of a train.jsonl record that are not user metrics; metrics print between epoch and rate.
-_BOOKKEEPING = ("step", "total_steps", "epoch", "samples_per_s", "elapsed_s", "eta_s")
+_BOOKKEEPING = (
+    "step",
+    "total_steps",
+    "epoch",
+    "samples_per_s",
+    "tokens_per_s",
+    "elapsed_s",
+    "eta_s",
+)
 
 # The last line of a metrics file is within this many bytes of its end (a line is ~200 bytes).
 _TAIL_BYTES = 64 * 1024
 
 
-def format_value(value: float) -> str:
-    """Whole numbers without decimals, others with 4 significant digits."""
+def format_value(value: float | list[float]) -> str:
+    """Whole numbers without decimals, others with 4 significant digits; lists (one value per
+    rank) comma-separated."""
+    if isinstance(value, list):
+        return ", ".join(format_value(item) for item in value)
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:.4g}"
 
 
@@ -45,6 +56,8 @@ def format_progress_line(record: Mapping[str, Any]) -> str:
         if name not in _BOOKKEEPING and isinstance(value, int | float)
     ]
     parts.append(f"{record['samples_per_s']:,.0f} samples/s")
+    if "tokens_per_s" in record:
+        parts.append(f"{record['tokens_per_s']:,.0f} tokens/s")
     timing = f"elapsed {format_duration(record['elapsed_s'])}"
     if "eta_s" in record:
         timing += f" eta {format_duration(record['eta_s'])}"

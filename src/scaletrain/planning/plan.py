@@ -12,6 +12,7 @@ import tomli_w
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.toml_text import TomlError, parse_toml
+from scaletrain.planning.memory import MemoryEstimate
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,6 +74,14 @@ class Plan:
     accumulation_steps: int = 1
     per_gpu_batch_size: int | None = None
     billing: BillingEstimate | None = None
+    gpu_memory_gb: float | None = None
+    gpu_peak_tflops: float | None = None
+    """Dense 16-bit peak of one GPU: training reads it from plan.toml for its MFU."""
+    model_parameters: int | None = None
+    memory_estimates: tuple[MemoryEstimate, ...] = ()
+    """Memory per GPU under each strategy, for the model the request named."""
+    suggested_strategy: str | None = None
+    """For st.wrap(..., strategy=...): the least communication that fits."""
     warnings: tuple[str, ...] = ()
 
     @property

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from scaletrain.clusters.billing import Allocation, describe_rule
 from scaletrain.clusters.schema import ClusterProfile
 from scaletrain.clusters.slurm_time import parse_slurm_time
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.planning.memory import (
+    BYTES_PER_PARAMETER,
+    ModelSize,
+    estimate_memory,
+    suggest_strategy,
+)
 from scaletrain.planning.modes import launch_mode
 from scaletrain.planning.partitions import Shape, choose_partition, shape_for
 from scaletrain.planning.plan import BillingEstimate, Plan
 from scaletrain.planning.request import Request
 
 _SECONDS_PER_HOUR = 3600
+# How far the planner looks for a node count on which the model would fit with FSDP.
+_MAX_NODES_TRIED = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +49,7 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
     allocation = _allocation(profile, shape, per_gpu)
     billing = _estimate(profile, partition, allocation, time_seconds)
     warnings.extend(_above_fair_share(profile, partition, shape, per_gpu, billing))
-    return Plan(
+    decided = Plan(
         cluster=profile.name,
         accelerator=profile.node.accelerator,
         partition=partition,
@@ -68,7 +78,71 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
         accumulation_steps=request.accumulation_steps,
         per_gpu_batch_size=_per_gpu_batch_size(request, shape.gpus),
         billing=billing,
-        warnings=tuple(warnings),
+        gpu_memory_gb=profile.node.gpu_memory_gb,
+        gpu_peak_tflops=profile.node.peak_tflops,
+    )
+    memory = _model_memory(request, profile, decided, warnings)
+    return dataclasses.replace(decided, **memory, warnings=tuple(warnings))
+
+
+def _model_memory(
+    request: Request, profile: ClusterProfile, decided: Plan, warnings: list[str]
+) -> dict[str, Any]:
+    """The memory estimate of every strategy and the one to use, for the requested model."""
+    size = request.model
+    if size is None:
+        return {}
+    gpu_memory = profile.node.gpu_memory_gb
+    if gpu_memory is None:
+        warnings.append(
+            f"{profile.name} does not say how much memory its GPUs have (node.gpu_memory_gb): "
+            "no estimate of whether the model fits."
+        )
+        return {"model_parameters": size.parameters}
+    if decided.per_gpu_batch_size is not None:
+        size = dataclasses.replace(size, micro_batch=decided.per_gpu_batch_size)
+    gpus = {"world_size": decided.world_size, "gpus_per_node": decided.gpus_per_node}
+    estimates = [
+        estimate_memory(size, strategy, gpu_memory_gb=gpu_memory, **gpus)
+        for strategy in BYTES_PER_PARAMETER
+    ]
+    suggested = suggest_strategy(estimates, nodes=decided.nodes)
+    if suggested is None:
+        warnings.append(_does_not_fit(size, profile, decided, gpu_memory))
+    return {
+        "model_parameters": size.parameters,
+        "memory_estimates": tuple(estimates),
+        "suggested_strategy": suggested,
+    }
+
+
+def _does_not_fit(
+    size: ModelSize, profile: ClusterProfile, decided: Plan, gpu_memory: float
+) -> str:
+    """What to change when even FSDP does not fit: more GPUs, recomputation, smaller batches."""
+    needed = next(
+        (
+            nodes * decided.gpus_per_node
+            for nodes in range(decided.nodes + 1, _MAX_NODES_TRIED + 1)
+            if estimate_memory(
+                size,
+                "fsdp",
+                world_size=nodes * decided.gpus_per_node,
+                gpus_per_node=decided.gpus_per_node,
+                gpu_memory_gb=gpu_memory,
+            ).fits
+        ),
+        None,
+    )
+    more = f"--gpus {needed}" if needed else "more GPUs"
+    fixes = [more]
+    if not size.activation_checkpointing and size.layers:
+        fixes.append("--activation-checkpointing")
+    if size.micro_batch > 1:
+        fixes.append("a smaller micro-batch")
+    return (
+        f"A model of {size.parameters:,} parameters does not fit on {decided.world_size} "
+        f"GPUs of {gpu_memory:g} GB even with FSDP; try {', or '.join(fixes)}."
     )
 
 

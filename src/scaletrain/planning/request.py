@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.planning.memory import ModelSize
 from scaletrain.planning.modes import DEFAULT_MODE
 
 
@@ -33,6 +34,8 @@ class Request:
     container_image: str | None = None
     setup: tuple[str, ...] | None = None
     """Shell lines that replace the profile's (e.g. your own `module load`)."""
+    model: ModelSize | None = None
+    """The model to train, for the estimate of memory per GPU under each strategy."""
 
     def __post_init__(self) -> None:
         counts = {

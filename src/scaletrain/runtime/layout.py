@@ -143,8 +143,13 @@ class DistEnv(ProcessLayout):
         )
 
 
-# Launchers that start one task per rank, each with a CPU allocation of its own.
+# Launchers that start one task per rank, each with a CPU (and GPU) allocation of its own.
 _PER_TASK_LAUNCHERS = ("slurm", "mpi")
+
+
+def is_per_task_launcher(launcher: str) -> bool:
+    """True for srun and mpirun, whose tasks may each get their own CPUs and GPU."""
+    return launcher in _PER_TASK_LAUNCHERS
 
 
 def allowed_cpus() -> int:
@@ -155,7 +160,7 @@ def allowed_cpus() -> int:
 def cpus_per_process(layout: ProcessLayout, environ: Mapping[str, str], allowed: int) -> int:
     """This rank's share of cores: its own task's under srun/mpirun, else an equal share of
     the cores that all local ranks of torchrun inherit from the one launcher process."""
-    if layout.launcher in _PER_TASK_LAUNCHERS:
+    if is_per_task_launcher(layout.launcher):
         # Without CPU binding (TaskPlugin=task/none) every task sees the whole node, so
         # Slurm's allocation is the better bound.
         per_task = read_optional_int(environ, "SLURM_CPUS_PER_TASK")

@@ -7,23 +7,36 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.errors import LaunchEnvironmentError, ScaletrainError
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.runtime.device import DeviceChoice, backend_for, choose_device
+from scaletrain.runtime.device import (
+    DeviceChoice,
+    backend_for,
+    choose_device,
+    describe_visibility,
+    parse_device,
+)
 from scaletrain.runtime.launchers import detect_layout
 from scaletrain.runtime.layout import DistEnv, ProcessLayout, allowed_cpus, cpus_per_process
+from scaletrain.runtime.long_waits import LongWaits
 
 if TYPE_CHECKING:
+    import torch
     from torch.distributed import ProcessGroup
+    from torch.distributed.distributed_c10d import Store
 
 logger = logging.getLogger("scaletrain")
 
 _current: DistEnv | None = None
+_long_waits: LongWaits | None = None
+# Work that must end before the process group does (a checkpoint being written in the
+# background): shutdown() calls these first.
+_before_shutdown: list[Callable[[], None]] = []
 
 # gloo's worker threads may still be releasing the last collective's work object right after
 # it completed; that release takes the GIL, and once the interpreter is finalizing, taking
@@ -53,9 +66,68 @@ def export_torch_variables(layout: ProcessLayout, environ: MutableMapping[str, s
             logger.info("set %s=%s (from the %s launcher)", name, value, layout.launcher)
 
 
-def _parse_device(device: str) -> DeviceChoice:
-    kind, _, index = device.partition(":")
-    return DeviceChoice(kind, int(index) if index else None)
+def _choose(layout: ProcessLayout, device: str | None, environ: Mapping[str, str]) -> DeviceChoice:
+    """The device asked for, or chosen by the rules of runtime/device.py ('cuda': a GPU so
+    chosen, and an error when there is none)."""
+    import torch
+
+    asked = parse_device(device) if device is not None else None
+    if asked is not None and (asked.type == "cpu" or asked.index is not None):
+        return asked
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    choice = choose_device(layout, visible, environ)
+    if asked is not None and choice.type != "cuda":
+        raise LaunchEnvironmentError(
+            f"device='cuda' was asked for, but torch sees no GPU ({describe_visibility(environ)}).",
+            "run on a GPU node with a GPU build of PyTorch, or leave out device= to use the "
+            "CPU when there is no GPU.",
+        )
+    return choice
+
+
+def _join(
+    backend: str,
+    layout: ProcessLayout,
+    timeout: timedelta | None,
+    device: torch.device,
+) -> Store:
+    """Join the default process group; return the rendezvous store (for long waits).
+
+    The store comes from torch's own env:// rendezvous, called here rather than inside
+    init_process_group so that scaletrain can wait on it (runtime/long_waits.py).
+    `device_id` binds the group to this rank's GPU: NCCL sets up its communicator on that
+    GPU at once, and barriers never guess a device from the rank (torch's barrier docs).
+    """
+    import torch.distributed as dist
+    from torch.distributed.constants import default_pg_timeout
+    from torch.distributed.rendezvous import rendezvous
+
+    device_id = device if device.type == "cuda" else None
+    if layout.world_size == 1:
+        # An in-memory store: no port to pick and nothing that can collide.
+        from torch._C._distributed_c10d import HashStore
+
+        store: Store = HashStore()
+        dist.init_process_group(backend, store=store, rank=0, world_size=1, device_id=device_id)
+        return store
+    export_torch_variables(layout, os.environ)
+    store, _, _ = next(
+        rendezvous(
+            "env://",
+            rank=layout.rank,
+            world_size=layout.world_size,
+            timeout=timeout or default_pg_timeout,
+        )
+    )
+    dist.init_process_group(
+        backend,
+        store=store,
+        rank=layout.rank,
+        world_size=layout.world_size,
+        timeout=timeout,  # None: torch's default for the backend
+        device_id=device_id,
+    )
+    return store
 
 
 def init(
@@ -77,34 +149,23 @@ def init(
     import torch
     import torch.distributed as dist
 
+    global _long_waits
     environ = os.environ if environ is None else environ
     layout = detect_layout(environ)
-    if device is None:
-        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        choice = choose_device(layout, visible, environ)
-    else:
-        choice = _parse_device(device)
+    choice = _choose(layout, device, environ)
     torch_device = torch.device(str(choice))
     if torch_device.type == "cuda":
         torch.cuda.set_device(torch_device)
     backend = backend or backend_for(choice)
 
-    if not dist.is_initialized():
-        if layout.world_size == 1:
-            # An in-memory store: no port to pick and nothing that can collide.
-            from torch._C._distributed_c10d import HashStore
-
-            dist.init_process_group(backend, store=HashStore(), rank=0, world_size=1)
-        else:
-            export_torch_variables(layout, os.environ)
-            dist.init_process_group(
-                backend,
-                init_method="env://",
-                rank=layout.rank,
-                world_size=layout.world_size,
-                timeout=timeout,  # None: torch's default for the backend
-            )
+    if dist.is_initialized():
+        # Joined before scaletrain was asked (Lightning, accelerate, the user): torch keeps
+        # that group's store, and has no public accessor for it.
+        store = dist.distributed_c10d._get_default_store()
+    else:
+        store = _join(backend, layout, timeout, torch_device)
         atexit.register(_release_process_group)
+    _long_waits = LongWaits(store, layout.world_size)
     _current = DistEnv(
         **{field.name: getattr(layout, field.name) for field in fields(layout)},
         device=torch_device,
@@ -125,6 +186,18 @@ def current_env() -> DistEnv:
             "call `env = scaletrain.init()` at the start of your training script.",
         )
     return _current
+
+
+def long_waits() -> LongWaits:
+    """Barriers with a timeout of their own, on the rendezvous store (see long_waits.py)."""
+    current_env()
+    assert _long_waits is not None  # set together with _current
+    return _long_waits
+
+
+def before_shutdown(work: Callable[[], None]) -> None:
+    """Have shutdown() call `work` (e.g. wait for a background save) before leaving the group."""
+    _before_shutdown.append(work)
 
 
 def new_group(
@@ -157,11 +230,12 @@ def _release_process_group() -> None:
 
 
 def shutdown() -> None:
-    """Leave the process group cleanly: wait until every rank is done, then release it."""
-    global _current
-    import torch.distributed as dist
-
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.barrier()
+    """Leave the process group cleanly: finish background work (a checkpoint still being
+    written), wait until every rank is done, then release the group."""
+    global _current, _long_waits
+    while _before_shutdown:
+        _before_shutdown.pop(0)()
+    if _long_waits is not None and _current is not None and _current.world_size > 1:
+        _long_waits.barrier()
     _release_process_group()
-    _current = None
+    _current = _long_waits = None

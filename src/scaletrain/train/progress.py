@@ -1,4 +1,5 @@
-"""Visible progress of a training run: steps, loss, samples/s and time left, from rank 0.
+"""Visible progress of a training run: steps, loss, samples/s (tokens/s for language models)
+and time left, from rank 0; the summary adds peak memory per rank and model FLOPs utilisation.
 
 Every rank calls `update` each step; values are accumulated where they live (no GPU sync per
 step) and reduced over ranks once per report, so the printed loss is the mean over all
@@ -13,35 +14,65 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from scaletrain.core.progress_line import format_progress_line, format_value
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.core.toml_text import TomlError, parse_toml
 from scaletrain.runtime.process_group import current_env
+from scaletrain.train.memory import peak_memory_per_rank
 from scaletrain.train.metrics import Number, mean_over_ranks
 from scaletrain.train.ranks import is_main_process, print0
 
 # About this many progress lines per run by default: enough to see a trend, few enough to read.
 _LINES_PER_RUN = 20
 
+# The field of a generated job's plan.toml that carries the cluster profile's GPU peak.
+PEAK_TFLOPS_FIELD = "gpu_peak_tflops"
+
+
+def planned_peak_tflops(folder: RunFolder | None) -> float | None:
+    """The GPU's peak TFLOPS from the run's plan.toml (written by `scaletrain submit` from the
+    cluster profile), or None for local runs and profiles that do not know it."""
+    if folder is None or not folder.plan.is_file():
+        return None
+    try:
+        value = parse_toml(folder.plan.read_text(encoding="utf-8")).get(PEAK_TFLOPS_FIELD)
+    except (OSError, TomlError):
+        return None
+    return float(value) if isinstance(value, int | float) else None
+
 
 class Progress:
-    """Report training progress every `every` steps and keep a metrics file in the run folder."""
+    """Report training progress every `every` steps and keep a metrics file in the run folder.
+
+    `tokens_per_step` (language models: global batch × sequence length) adds tokens/s;
+    `flops_per_step` (e.g. st.transformer_flops_per_token(...) × tokens_per_step) adds the
+    achieved TFLOPS per GPU and, when the GPU's peak is known (`peak_tflops_per_gpu`, or the
+    cluster profile through a generated job's plan.toml), the model FLOPs utilisation.
+    """
 
     def __init__(
         self,
         total_steps: int,
         *,
         samples_per_step: int,
+        tokens_per_step: int | None = None,
+        flops_per_step: float | None = None,
+        peak_tflops_per_gpu: float | None = None,
         every: int | None = None,
         start_step: int = 0,
         run_folder: RunFolder | None = None,
     ) -> None:
         self.total_steps = total_steps
         self.samples_per_step = samples_per_step
+        self.tokens_per_step = tokens_per_step
+        self.flops_per_step = flops_per_step
         self.every = every or max(1, total_steps // _LINES_PER_RUN)
         self.step = start_step
         self._start_step = start_step
         self._folder = run_folder or current_env().run_folder
+        self.peak_tflops_per_gpu = peak_tflops_per_gpu or planned_peak_tflops(self._folder)
         # Running sums since the last report: tensors stay where they live (no GPU sync per
         # step) and are added in place; plain numbers stay Python floats.
         self._sums: dict[str, torch.Tensor | float] = {}
@@ -82,7 +113,7 @@ class Progress:
             "total_steps": self.total_steps,
             "epoch": self._epoch,
             **averages,
-            "samples_per_s": self.samples_per_step * self._interval_steps / interval,
+            **self._rates(self._interval_steps, interval),
             "elapsed_s": elapsed,
             "eta_s": elapsed / done * (self.total_steps - self.step) if done else 0.0,
         }
@@ -101,14 +132,35 @@ class Progress:
         summary: dict[str, Any] = {
             "steps": self.step,
             "elapsed_s": elapsed,
-            "samples_per_s": self.samples_per_step * done / max(elapsed, 1e-9),
+            **self._rates(done, max(elapsed, 1e-9)),
+            **self._flops(done, max(elapsed, 1e-9)),
             **mean_over_ranks(results),
+            "peak_memory_gb": [
+                round(value / 1e9, 3) for value in peak_memory_per_rank(current_env().device)
+            ],
         }
         if is_main_process():
             shown = ", ".join(f"{name} {format_value(v)}" for name, v in summary.items())
             print0(f"finished: {shown}")
             self._write("summary.json", summary)
         return summary
+
+    def _rates(self, steps: int, seconds: float) -> dict[str, float]:
+        rates = {"samples_per_s": self.samples_per_step * steps / seconds}
+        if self.tokens_per_step:
+            rates["tokens_per_s"] = self.tokens_per_step * steps / seconds
+        return rates
+
+    def _flops(self, steps: int, seconds: float) -> dict[str, float]:
+        """Achieved model TFLOPS per GPU and, with a known peak, their share of it (MFU)."""
+        if not self.flops_per_step:
+            return {}
+        world_size = dist.get_world_size() if dist.is_initialized() else 1
+        per_gpu = self.flops_per_step * steps / seconds / world_size / 1e12
+        flops: dict[str, float] = {"tflops_per_gpu": per_gpu}
+        if self.peak_tflops_per_gpu:
+            flops["mfu"] = per_gpu / self.peak_tflops_per_gpu
+        return flops
 
     def _append(self, filename: str, record: dict[str, Any]) -> None:
         if self._folder is not None:

@@ -7,12 +7,14 @@ import os
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from scaletrain.runtime.process_group import current_env
+from scaletrain.runtime.long_waits import DEFAULT_LONG_WAIT
+from scaletrain.runtime.process_group import current_env, long_waits
 
 
 def global_rank() -> int:
@@ -32,29 +34,44 @@ def print0(*values: Any, **print_options: Any) -> None:
         print(*values, **print_options, flush=True)
 
 
-def barrier() -> None:
-    """Wait until every rank arrives here (no-op without a process group)."""
+def barrier(*, timeout: timedelta = DEFAULT_LONG_WAIT) -> None:
+    """Wait until every rank arrives here, for up to `timeout` (default 24 hours); a no-op
+    without a process group.
+
+    It waits on the rendezvous store, not with a collective: NCCL ends a process whose
+    collective waits longer than the group's timeout (10 minutes by default).
+    """
     if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.barrier()
+        long_waits().barrier(timeout)
 
 
 @contextmanager
-def rank_zero_first(*, per_node: bool = False) -> Iterator[None]:
+def rank_zero_first(
+    *, per_node: bool = False, timeout: timedelta = DEFAULT_LONG_WAIT
+) -> Iterator[None]:
     """Run the block on rank 0 first, then on all other ranks.
 
     Use it around a data set download or preparation: rank 0 writes the files, the others
     then find them ready. With `per_node=True` the first process of every node goes first,
-    for data prepared on node-local disks.
+    for data prepared on node-local disks. The others wait up to `timeout` (default 24
+    hours; on the rendezvous store, so NCCL's 10-minute collective timeout does not apply).
     """
     env = current_env()
+    if env.world_size == 1:
+        yield
+        return
+    waits = long_waits()
+    key = waits.new_key("first")
     goes_first = env.local_rank == 0 if per_node else env.rank == 0
+    first_count = env.num_nodes if per_node else 1
     if not goes_first:
-        barrier()
+        who = "rank 0" if first_count == 1 else f"local rank 0 of {first_count} nodes"
+        waits.wait(key, timeout, f"{who} to finish its rank_zero_first block")
     try:
         yield
     finally:
         if goes_first:
-            barrier()
+            waits.arrive(key, first_count)
 
 
 def seed_everything(seed: int, *, per_rank: bool = False) -> int:

@@ -12,12 +12,10 @@ from dataclasses import dataclass
 
 from scaletrain.core.errors import LaunchEnvironmentError
 from scaletrain.diagnose.preflight.results import CheckResult, fail, ok, skip
-from scaletrain.runtime.device import choose_device, describe_visibility
+from scaletrain.runtime.device import choose_device, describe_visibility, visible_gpus
 from scaletrain.runtime.layout import ProcessLayout
 
 NAME = "devices"
-# ROCR selects physical GPUs first; HIP_ and CUDA_ then pick from what ROCR left visible.
-_SELECTION_ORDER = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -33,21 +31,6 @@ class DeviceView:
     """What torch calls it: cuda:<n> when torch sees GPUs, else cpu."""
 
 
-def visible_from_variables(environ: Mapping[str, str]) -> tuple[str, ...] | None:
-    """Physical GPU ids left visible by the variables; None when none is set."""
-    visible: list[str] | None = None
-    for variable in _SELECTION_ORDER:
-        if variable not in environ:
-            continue
-        entries = [entry.strip() for entry in environ[variable].split(",") if entry.strip()]
-        if visible is None:
-            visible = entries
-        else:
-            picked = [int(entry) for entry in entries if entry.isdigit()]
-            visible = [visible[i] for i in picked if i < len(visible)]
-    return None if visible is None else tuple(visible)
-
-
 def view_devices(
     layout: ProcessLayout, environ: Mapping[str, str], gpu_identities: tuple[str, ...]
 ) -> DeviceView:
@@ -55,13 +38,14 @@ def view_devices(
 
     Raises LaunchEnvironmentError when this rank would have no GPU of its own.
     """
-    from_variables = visible_from_variables(environ)
+    from_variables = visible_gpus(environ)
     visible = gpu_identities or from_variables or ()
     if not visible:
         return DeviceView(visible=(), used="cpu", index=None)
     choice = choose_device(layout, len(visible), environ)
     position = choice.index or 0
-    physical = from_variables[position] if from_variables else str(position)
+    known = from_variables is not None and position < len(from_variables)
+    physical = from_variables[position] if from_variables and known else str(position)
     return DeviceView(
         visible=tuple(visible),
         used=visible[position],

@@ -10,9 +10,11 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from scaletrain.diagnose.doctor import match_text
 from scaletrain.diagnose.preflight.results import CheckResult, fail, ok, warn
+from scaletrain.runtime.device import visible_gpus
 
 NAME = "communication"
 # The signatures (doctor's table) that mean inter-node traffic goes over TCP sockets.
@@ -21,16 +23,35 @@ _PLUGIN_LIBRARY = re.compile(r"lib[nr]ccl-net[^/\s]*\.so[.\d]*$")
 _NETWORK_LINE = re.compile(r"NCCL INFO Using network (.+)$", re.MULTILINE)
 
 
-def gpu_identities(torch: ModuleType) -> tuple[str, ...]:
-    """One identity per visible GPU: its UUID, which is the same whatever the visibility."""
+def gpu_identity(properties: Any, index: int, physical: tuple[str, ...], task: str) -> str:
+    """What names one GPU the same way in every task of a node, so that two ranks on one GPU
+    show up: its UUID, else its PCI address, else its number in the visibility variables.
+    Without any of them the identity is this task's own (`task`): then no two tasks look
+    alike, and sharing cannot be seen, rather than every one-GPU task looking like `#0`."""
+    uuid = str(getattr(properties, "uuid", "") or "").strip("0-")
+    if uuid:
+        return f"GPU-{properties.uuid}"
+    bus = getattr(properties, "pci_bus_id", None)
+    if isinstance(bus, int):
+        domain, device = (
+            getattr(properties, "pci_domain_id", 0),
+            getattr(properties, "pci_device_id", 0),
+        )
+        return f"{properties.name} at PCI {domain:04x}:{bus:02x}:{device:02x}"
+    if index < len(physical):
+        return f"{properties.name} {physical[index]}"
+    return f"{properties.name} #{index} of {task}"
+
+
+def gpu_identities(torch: ModuleType, environ: Mapping[str, str], task: str) -> tuple[str, ...]:
+    """One identity per GPU torch sees, in torch's order (see gpu_identity)."""
     if not torch.cuda.is_available():
         return ()
-    identities = []
-    for index in range(torch.cuda.device_count()):
-        properties = torch.cuda.get_device_properties(index)
-        uuid = getattr(properties, "uuid", None)
-        identities.append(f"GPU-{uuid}" if uuid else f"{properties.name} #{index}")
-    return tuple(identities)
+    physical = visible_gpus(environ) or ()
+    return tuple(
+        gpu_identity(torch.cuda.get_device_properties(index), index, physical, task)
+        for index in range(torch.cuda.device_count())
+    )
 
 
 def collective_library(torch: ModuleType) -> str:

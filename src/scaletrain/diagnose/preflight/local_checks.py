@@ -131,6 +131,42 @@ def check_socket_interfaces(variable: str, value: str, *, exact: bool = False) -
     return ok(name, f"{variable}={value} selects {', '.join(chosen)}")
 
 
+# File descriptors a rank may need besides its connections: libraries, logs, checkpoint
+# files, DataLoader workers' pipes.
+_OTHER_DESCRIPTORS = 256
+# Full-mesh gloo groups a rank may hold: the default group of CPU training and the
+# Checkpointer's two bookkeeping groups (NCCL + asynchronous saves); each is one socket
+# to every other rank (docs/checkpoints.md).
+_GLOO_GROUPS_AT_MOST = 3
+
+
+def open_files_needed(world_size: int, rank: int) -> int:
+    """Descriptors a rank needs at most: a socket per other rank in each gloo group, on rank
+    0 also the rendezvous store's connection from every rank, and the rest."""
+    store_connections = world_size if rank == 0 else 0
+    return _GLOO_GROUPS_AT_MOST * (world_size - 1) + store_connections + _OTHER_DESCRIPTORS
+
+
+def check_open_files(soft: int, hard: int, world_size: int, rank: int) -> CheckResult:
+    """`ulimit -n` against the sockets the job's groups will open (gloo#327: full-mesh set-up
+    fails with 'Too many open files' near 512 ranks under the usual limit of 1024)."""
+    name = "open-files"
+    need = open_files_needed(world_size, rank)
+    seen = f"ulimit -n {soft} (hard {hard}); {world_size} ranks need up to {need} per process"
+    if soft < 0 or soft >= need:  # -1: RLIM_INFINITY
+        return ok(name, seen)
+    if hard < 0 or hard >= need:
+        return fail(
+            name, seen, "raise the limit in the job script before srun: ulimit -n $(ulimit -Hn)"
+        )
+    return fail(
+        name,
+        seen,
+        f"the hard limit is below {need}: ask the site to raise it, or run fewer ranks "
+        "(more work per GPU) until it is",
+    )
+
+
 def check_run_folder_writable(root: Path | None) -> CheckResult:
     """Every rank may write logs, metrics and checkpoint shards into the run folder."""
     name = "run-folder"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import secrets
 import socket
 import tempfile
@@ -46,6 +47,7 @@ from scaletrain.diagnose.preflight.local_checks import (
     check_affinity,
     check_free_space,
     check_launcher,
+    check_open_files,
     check_run_folder_writable,
     check_socket_interfaces,
     check_threads,
@@ -71,8 +73,9 @@ def _local_checks(
 ) -> tuple[list[CheckResult], RankFacts]:
     import torch
 
+    task = f"{socket.gethostname()} pid {os.getpid()}"
     devices, view = check_devices(
-        layout, environ, gpu_identities(torch), inputs.expected_gpus_per_node
+        layout, environ, gpu_identities(torch, environ, task), inputs.expected_gpus_per_node
     )
     cpus = os.sched_getaffinity(0)
     results = [
@@ -89,6 +92,9 @@ def _local_checks(
         check_socket_interfaces("GLOO_SOCKET_IFNAME", inputs.gloo_socket_ifname, exact=True),
         check_run_folder_writable(root),
         check_free_space(root, inputs.min_free_bytes),
+        check_open_files(
+            *resource.getrlimit(resource.RLIMIT_NOFILE), layout.world_size, layout.rank
+        ),
     ]
     facts = RankFacts(
         host=socket.gethostname(),

@@ -1,0 +1,182 @@
+"""DCP's file writer and reader, made to run at the disk's speed without losing a guarantee.
+
+Writing: every file's size and CRC-32 are computed from the bytes on their way to the disk
+(no second read for the manifest); torch.save's own CRC of each record inside the file is
+skipped, since the file's CRC covers those bytes; the number of writer threads (one file
+each) follows this rank's share of the state; each file is fsynced once, by DCP.
+
+Reading: the files a rank verifies are read once, checked, and then handed to DCP from
+memory (see resume.py); all other files are read from disk as DCP does.
+
+The files stay DCP's own format: plain `torch.distributed.checkpoint.load` reads them.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import zlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemWriter
+
+from scaletrain.checkpoint.manifest import FileDigest
+
+# A thread (and file) per this many bytes of a rank's share, up to the rank's cores: below
+# it a thread costs more than it overlaps. Measured in benchmarks/checkpoint_cost.py.
+BYTES_PER_WRITER_THREAD = 128 * 1024 * 1024
+MAX_WRITER_THREADS = 4
+_TEMPORARY_SUFFIX = ".tmp"  # DCP writes .metadata.tmp, then renames it
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WriterOptions:
+    """How DCP writes one rank's share."""
+
+    thread_count: int
+    """Writer threads, one file each."""
+    per_thread_copy_ahead: int
+    """Bytes DCP copies from the GPU ahead of writing them, on a CUDA stream of the writing
+    thread's current device. 0 for a state already staged in CPU memory: then the writer
+    creates no CUDA stream at all (torch's own async staging does the same), so a background
+    thread never touches GPU 0 of a rank that trains on another GPU."""
+
+
+def writer_options(share_bytes: int, cores: int, *, staged: bool) -> WriterOptions:
+    """Threads for a share of `share_bytes` on a rank with `cores` cores; a staged state
+    (asynchronous save) is written by one thread, to leave the cores to training."""
+    if staged:
+        return WriterOptions(thread_count=1, per_thread_copy_ahead=0)
+    wanted = max(1, share_bytes // BYTES_PER_WRITER_THREAD)
+    threads = max(1, min(wanted, cores, MAX_WRITER_THREADS))
+    return WriterOptions(thread_count=threads, per_thread_copy_ahead=10_000_000)
+
+
+def state_bytes(state: Any) -> int:
+    """Bytes of the tensors this rank holds in a state dict (its share of a sharded one)."""
+    if isinstance(state, torch.Tensor):
+        local = state.to_local() if hasattr(state, "to_local") else state
+        return int(local.numel() * local.element_size())
+    if isinstance(state, Mapping):
+        return sum(state_bytes(value) for value in state.values())
+    if isinstance(state, list | tuple):
+        return sum(state_bytes(value) for value in state)
+    return 0
+
+
+class _ChecksummingStream(io.RawIOBase):
+    """A file opened for writing that keeps the size and CRC-32 of what went through it."""
+
+    def __init__(self, file: io.BufferedWriter) -> None:
+        super().__init__()
+        self._file = file
+        self.crc = 0
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        written = self._file.write(view)
+        self.crc = zlib.crc32(view, self.crc)  # releases the GIL for large pieces
+        self.size += len(view)
+        return written
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+
+class ChecksummingFileSystem(FileSystem):
+    """DCP's local file system, recording each written file's digest by its name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.digests: dict[str, FileDigest] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def create_stream(self, path: str | os.PathLike[str], mode: str) -> Iterator[io.IOBase]:
+        if "w" not in mode:
+            with super().create_stream(path, mode) as stream:
+                yield stream
+            return
+        with Path(path).open(mode) as file:
+            stream = _ChecksummingStream(cast(io.BufferedWriter, file))
+            yield stream
+        name = Path(path).name.removesuffix(_TEMPORARY_SUFFIX)
+        with self._lock:
+            self.digests[name] = FileDigest(size=stream.size, crc32=stream.crc)
+
+
+class PreloadedFileSystem(FileSystem):
+    """DCP's local file system, serving files already read into memory from there."""
+
+    def __init__(self, contents: Mapping[str, bytes]) -> None:
+        super().__init__()
+        self._contents = contents
+
+    @contextmanager
+    def create_stream(self, path: str | os.PathLike[str], mode: str) -> Iterator[io.IOBase]:
+        content = self._contents.get(Path(path).name) if "r" in mode else None
+        if content is None:
+            with super().create_stream(path, mode) as stream:
+                yield stream
+            return
+        yield io.BytesIO(content)  # shares the bytes: no copy
+
+
+class ScaletrainWriter(FileSystemWriter):
+    """FileSystemWriter with checksums while writing and threads chosen per share."""
+
+    def __init__(self, path: Path, options: WriterOptions) -> None:
+        super().__init__(
+            path,
+            thread_count=options.thread_count,
+            per_thread_copy_ahead=options.per_thread_copy_ahead,
+        )
+        self.fs: ChecksummingFileSystem = ChecksummingFileSystem()
+
+
+class _RecordChecksums:
+    """torch.save's CRC-32 of every record inside a file, switched off while saves run.
+
+    The switch is torch's documented one (torch.serialization.set_crc32_options; torch.load
+    still reads such files) and is process-wide: it is restored once the last of the saves
+    that overlap ends. The manifest's CRC of each whole file covers those bytes.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._previous = True
+
+    @contextmanager
+    def off(self) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                self._previous = torch.serialization.get_crc32_options()
+                torch.serialization.set_crc32_options(False)
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    torch.serialization.set_crc32_options(self._previous)
+
+
+without_record_checksums = _RecordChecksums().off

@@ -1,0 +1,115 @@
+"""Checkpoints of every sharded strategy resume at another world size, and export to one file.
+
+A run saves after its first epoch with W processes and continues its second epoch with W'
+processes and another sharding (FSDP as HSDP; ZeRO-1 as ZeRO-3, which covers both of
+DeepSpeed's partition layouts): its losses must be those of one process that never stopped,
+and the export must give that process's final weights, whatever sharding saved them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from scaletrain.checkpoint.export import export_model, read_model
+from tests.conftest import REPO, WORKERS, scaletrain, torchrun
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.long]
+
+WORKER = WORKERS / "strategy_resume.py"
+STEPS_PER_EPOCH = 4
+# Float32 sums in another order (other shards) differ in the last bits only.
+RTOL, ATOL = 1e-5, 1e-5
+
+ROUND_TRIPS: dict[str, tuple[tuple[int, dict[str, Any]], tuple[int, dict[str, Any]]]] = {
+    "fsdp-2-to-hsdp-4": ((2, {"strategy": "fsdp"}), (4, {"strategy": "hsdp", "shard_size": 2})),
+    "zero1-3-to-zero3-2": ((3, {"strategy": "zero1"}), (2, {"strategy": "zero3"})),
+}
+
+
+def train(run: Path, nproc: int, options: dict[str, Any], epochs: int) -> str:
+    result = torchrun(
+        WORKER,
+        f"--run-dir={run}",
+        f"--epochs={epochs}",
+        f"--options={json.dumps(options)}",
+        nproc=nproc,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
+
+
+def losses(run: Path) -> list[float]:
+    lines = [json.loads(line) for line in (run / "losses.jsonl").read_text().splitlines()]
+    return [line["loss"] for line in lines]
+
+
+def export(runs: Path, name: str) -> dict[str, torch.Tensor]:
+    """What `scaletrain export` writes, read in this process (the command is tested below)."""
+    return read_model(runs / name / "checkpoints" / "step-0000008")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("runs")
+    train(folder / "uninterrupted", 1, {}, epochs=2)
+    return folder
+
+
+@pytest.mark.parametrize("name", ROUND_TRIPS)
+def test_resume_at_another_world_size_continues_the_curve_and_exports(
+    runs: Path, name: str
+) -> None:
+    (before, options_before), (after, options_after) = ROUND_TRIPS[name]
+    train(runs / name, before, options_before, epochs=1)
+    resumed = train(runs / name, after, options_after, epochs=2)
+    assert f"(step 4, epoch 1, saved by {before} process(es), now {after})" in resumed
+    reference = losses(runs / "uninterrupted")
+    assert len(losses(runs / name)) == len(reference) == 2 * STEPS_PER_EPOCH
+    assert losses(runs / name) == pytest.approx(reference, rel=RTOL)
+
+    exported, expected = export(runs, name), export(runs, "uninterrupted")
+    assert exported.keys() == expected.keys()
+    for key, tensor in expected.items():
+        assert exported[key].shape == tensor.shape, key  # DeepSpeed's flat slices reshaped
+        torch.testing.assert_close(exported[key], tensor, rtol=RTOL, atol=ATOL)
+
+
+def test_export_names_the_checkpoints_there_are(runs: Path) -> None:
+    result = scaletrain(
+        "export", "--runs-dir", str(runs), "uninterrupted", "--checkpoint", "step-9", cwd=REPO
+    )
+    assert result.returncode == 2
+    assert "has no checkpoint step-9 to export" in result.stderr
+    assert "(there: step-0000008)" in result.stderr
+
+
+def test_export_command_writes_one_file_beside_the_run(runs: Path) -> None:
+    result = scaletrain("export", "--runs-dir", str(runs), "zero1-3-to-zero3-2", cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    path = runs / "zero1-3-to-zero3-2" / "export" / "model-step-0000008.pt"
+    assert result.stdout == f"{path}\n"  # for scripts; people read the line on stderr
+    assert "21 tensors, 4,368 values" in result.stderr
+    weights = torch.load(path, weights_only=True)
+    for key, tensor in export(runs, "uninterrupted").items():
+        torch.testing.assert_close(weights[key], tensor, rtol=RTOL, atol=ATOL)
+
+
+def test_export_as_safetensors_in_bf16(runs: Path) -> None:
+    from safetensors.torch import load_file
+
+    output = runs / "model.safetensors"
+    exported = export_model(
+        runs / "uninterrupted" / "checkpoints" / "step-0000008", output, dtype="bf16"
+    )
+    loaded = load_file(output)
+    assert (
+        exported.tensors == len(loaded)
+        and not output.with_name("model.safetensors.partial").exists()
+    )
+    assert {tensor.dtype for tensor in loaded.values()} == {torch.bfloat16}
+    assert loaded.keys() == export(runs, "uninterrupted").keys()

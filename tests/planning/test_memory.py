@@ -1,0 +1,104 @@
+"""The memory estimate per strategy: the ZeRO paper's numbers, activations, and the suggestion."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaletrain.clusters.catalog import load_profile
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.planning.memory import (
+    ModelSize,
+    activation_bytes,
+    estimate_memory,
+    parse_count,
+)
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
+
+GB = 1e9
+
+
+def test_deepspeed_stages_reproduce_the_zero_paper() -> None:
+    # Rajbhandari et al. 2020, figure 1: 7.5 B parameters, 64 GPUs, mixed-precision Adam:
+    # 120 GB without ZeRO, 31.4 GB with stage 1, 16.6 GB with stage 2, 1.9 GB with stage 3.
+    size = ModelSize(parameters=int(7.5e9))
+    gpus = {"world_size": 64, "gpus_per_node": 8, "gpu_memory_gb": 80}
+    states = {
+        strategy: estimate_memory(size, strategy, **gpus).model_states_gb
+        for strategy in ("zero1", "zero2", "zero3")
+    }
+    assert states == pytest.approx({"zero1": 31.4, "zero2": 16.6, "zero3": 1.875}, abs=0.05)
+
+
+def test_ddp_keeps_everything_and_hsdp_shards_within_a_node() -> None:
+    size = ModelSize(parameters=10**9)
+    gpus = {"world_size": 16, "gpus_per_node": 8, "gpu_memory_gb": 64}
+    ddp = estimate_memory(size, "ddp", **gpus)
+    hsdp = estimate_memory(size, "hsdp", **gpus)
+    fsdp = estimate_memory(size, "fsdp", **gpus)
+    assert ddp.model_states_gb == pytest.approx(20.0)  # 4 + 4 + 4 (buckets) + 8 bytes
+    assert hsdp.model_states_gb == pytest.approx(16 / 8)  # sharded over the node's 8 GPUs
+    assert fsdp.model_states_gb == pytest.approx(16 / 16)
+
+
+def test_activations_of_a_transformer_with_and_without_recomputation() -> None:
+    # Korthikanti et al. 2022: 34·s·b·h bytes per layer in 16 bits (no attention scores kept).
+    size = ModelSize(parameters=10**9, layers=24, width=2048, sequence_length=2048, micro_batch=4)
+    assert activation_bytes(size) == 34 * 2048 * 4 * 2048 * 24
+    recomputed = ModelSize(
+        parameters=10**9,
+        layers=24,
+        width=2048,
+        sequence_length=2048,
+        micro_batch=4,
+        activation_checkpointing=True,
+    )
+    # Each layer keeps its 2-byte input; one layer's activations exist while recomputed.
+    assert activation_bytes(recomputed) == 2048 * 4 * 2048 * (2 * 24 + 34)
+    assert activation_bytes(ModelSize(parameters=10**9)) is None  # shape unknown
+
+
+def plan(gpus: int, size: ModelSize, cluster: str = "lumi", **request: object):  # type: ignore[no-untyped-def]
+    return plan_job(
+        Request(
+            cluster=cluster, script="train.py", time="1:00:00", gpus=gpus, model=size, **request
+        ),  # type: ignore[arg-type]
+        load_profile(cluster, {}),
+    )
+
+
+def test_plan_suggests_ddp_when_it_fits_and_hsdp_across_nodes_otherwise() -> None:
+    small = plan(16, ModelSize(parameters=int(124e6)))
+    assert small.suggested_strategy == "ddp"
+    seven_b = ModelSize(parameters=7 * 10**9, layers=32, width=4096, sequence_length=2048)
+    large = plan(16, seven_b, global_batch_size=64)
+    assert [estimate.fits for estimate in large.memory_estimates][:3] == [False, True, True]
+    assert large.suggested_strategy == "hsdp"  # 2 nodes: only gradients cross between them
+    assert plan(8, seven_b, global_batch_size=32).suggested_strategy == "fsdp"  # one node
+    assert large.gpu_peak_tflops == 191.5 and large.gpu_memory_gb == 64
+
+
+def test_plan_says_how_many_gpus_a_model_that_does_not_fit_needs() -> None:
+    huge = plan(16, ModelSize(parameters=70 * 10**9))
+    assert huge.suggested_strategy is None
+    assert huge.warnings == (
+        "A model of 70,000,000,000 parameters does not fit on 16 GPUs of 64 GB even with "
+        "FSDP; try --gpus 24.",
+    )
+
+
+def test_profiles_without_gpu_memory_say_so() -> None:
+    local = plan(2, ModelSize(parameters=10**6), cluster="local")
+    assert local.memory_estimates == () and "no estimate" in local.warnings[-1]
+
+
+@pytest.mark.parametrize(
+    ("text", "count"), [("124M", 124_000_000), ("1.3B", 1_300_000_000), ("7e9", 7 * 10**9)]
+)
+def test_parameter_counts_with_suffixes(text: str, count: int) -> None:
+    assert parse_count(text) == count
+
+
+def test_a_parameter_count_that_is_not_one() -> None:
+    with pytest.raises(ScaletrainError, match=r"'1\.3X' is not a number of parameters"):
+        parse_count("1.3X")

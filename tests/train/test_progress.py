@@ -1,0 +1,77 @@
+"""What Progress shows a language model's user: tokens/s, peak memory per rank, and MFU when
+the cluster profile knows the GPU's peak (through the plan.toml a generated job leaves)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import scaletrain as st
+from scaletrain.clusters.catalog import load_profile
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.planning.plan import write_plan
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
+from scaletrain.train.flops import transformer_flops_per_token
+
+
+@pytest.fixture
+def single_process() -> Iterator[st.DistEnv]:
+    yield st.init()
+    st.shutdown()
+
+
+def test_tokens_per_second_peak_memory_and_mfu_from_the_plan(
+    tmp_path: Path, single_process: st.DistEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = RunFolder(tmp_path / "run").create()
+    plan = plan_job(
+        Request(cluster="mahti", script="train.py", time="1:00:00", gpus=4),
+        load_profile("mahti", {}),
+    )
+    write_plan(plan, folder.plan)  # what `scaletrain submit` leaves in the run folder
+    tokens_per_step = 8 * 1024  # 8 sequences of 1024 tokens
+    flops_per_step = 1e12
+    progress = st.Progress(
+        4,
+        samples_per_step=8,
+        tokens_per_step=tokens_per_step,
+        flops_per_step=flops_per_step,
+        every=2,
+        run_folder=folder,
+    )
+    for _ in range(4):
+        progress.update(loss=2.0)
+    summary = progress.finish()
+
+    assert "tokens/s" in capsys.readouterr().out.splitlines()[0]
+    assert summary["tokens_per_s"] == pytest.approx(summary["samples_per_s"] * 1024)
+    achieved = 4 * flops_per_step / summary["elapsed_s"] / 1e12
+    assert summary["tflops_per_gpu"] == pytest.approx(achieved, rel=1e-6)
+    assert summary["mfu"] == pytest.approx(summary["tflops_per_gpu"] / 312)  # A100 bf16 peak
+    assert len(summary["peak_memory_gb"]) == 1 and summary["peak_memory_gb"][0] > 0
+    saved = json.loads(folder.metrics.joinpath("summary.json").read_text())
+    assert saved["mfu"] == summary["mfu"]
+    records = [json.loads(line) for line in folder.metrics.joinpath("train.jsonl").open()]
+    assert all("tokens_per_s" in record for record in records)
+
+
+def test_without_a_known_peak_there_is_no_mfu(tmp_path: Path, single_process: st.DistEnv) -> None:
+    progress = st.Progress(
+        1, samples_per_step=1, flops_per_step=1e9, run_folder=RunFolder(tmp_path)
+    )
+    progress.update(loss=1.0)
+    summary = progress.finish()
+    assert "tflops_per_gpu" in summary and "mfu" not in summary
+
+
+def test_flops_per_token_of_gpt2_small() -> None:
+    # nanoGPT's estimate_mfu for GPT-2 small (124 M parameters, 12 layers, 768 wide, 1024
+    # tokens): 6 N + 12 L H Q T with H Q = 768.
+    flops = transformer_flops_per_token(
+        parameters=124_000_000, layers=12, width=768, sequence_length=1024
+    )
+    assert flops == 6 * 124e6 + 12 * 12 * 768 * 1024
