@@ -9,11 +9,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.support.leftovers import Isolation, isolate, leftovers
 
 if TYPE_CHECKING:
     from tests.support.slurm_cluster import SlurmCluster
@@ -25,6 +28,29 @@ SLURM_SCRIPTS = REPO / "tests" / "fixtures" / "slurm"
 
 # Every process a test starts must end by itself; this bounds a hung rendezvous.
 PROCESS_TIMEOUT_S = 180
+
+_isolation: Isolation | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Count what the session's processes leave behind (tests/support/leftovers.py)."""
+    global _isolation
+    _isolation = isolate()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The session fails if any process, semaphore or temporary folder is left behind."""
+    if _isolation is None:
+        return
+    found = leftovers(_isolation)
+    if found:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = ["the test session left these behind (now ended or removed):", *found]
+        if reporter is not None:
+            reporter.write_sep("=", "leftovers", red=True)
+            for line in lines:
+                reporter.write_line(line)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def clean_environ(**extra: str) -> dict[str, str]:
@@ -51,23 +77,26 @@ def torchrun(
     script: Path, *args: str, nproc: int = 2, environ: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run `script` as `nproc` local processes with torchrun; output captured as text."""
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={nproc}",
-        str(script),
-        *args,
-    ]
-    return subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT_S,
-        env=environ or clean_environ(),
-        check=False,
-    )
+    # Without --log-dir torchrun leaves an empty torchelastic_* folder in $TMPDIR per run.
+    with tempfile.TemporaryDirectory(prefix="torchrun-logs-") as log_dir:
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={nproc}",
+            f"--log-dir={log_dir}",
+            str(script),
+            *args,
+        ]
+        return subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_TIMEOUT_S,
+            env=environ or clean_environ(),
+            check=False,
+        )
 
 
 def scaletrain(

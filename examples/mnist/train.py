@@ -146,7 +146,9 @@ def main() -> None:
     train_set = load_mnist(args.data_dir, train=True)
     test_set = load_mnist(args.data_dir, train=False)
 
-    model = st.wrap(ConvNet(), sync_batchnorm_layers=True)
+    # BatchNorm statistics averaged over all ranks where PyTorch can (GPUs); on the CPU each
+    # rank keeps its own, as asking for SyncBatchNorm there would only warn.
+    model = st.wrap(ConvNet(), sync_batchnorm_layers=env.device.type != "cpu")
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     # e.g. global batch 64 over 2 processes = 32 images per process per step
     train_loader = st.loader(train_set, global_batch_size=args.batch_size, seed=args.seed)

@@ -71,19 +71,24 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(
     assert_same_weights(weights(run), reference(*OPTIONS, "--epochs", "3"))
 
 
-def test_when_every_checkpoint_is_damaged_the_run_stops_and_says_so(
+def test_when_every_checkpoint_is_damaged_the_run_stops_and_stays_stopped(
     tmp_path: Path, two_epochs: Path
 ) -> None:
     shutil.copytree(two_epochs, tmp_path / "runs")
     checkpoints = tmp_path / "runs" / "run" / "checkpoints"
     for step in (16, 24, 32):
         truncate(checkpoints / f"step-{step:07d}")
-    result = scaletrain(*run_args("run", *OPTIONS, "--epochs", "3"), cwd=tmp_path)
+    # An elastic restart after the failure must not train from scratch in the same run.
+    result = scaletrain(*run_args("run", *OPTIONS, "--epochs", "3", restarts=1), cwd=tmp_path)
     assert result.returncode != 0
-    assert f"Every checkpoint in {checkpoints} is damaged; none was loaded" in result.stderr
+    assert f"Every checkpoint in {checkpoints} is damaged (set aside as step-*.damaged)" in (
+        result.stderr
+    )
+    assert "the run does not start over by itself" in result.stderr
     assert sorted(path.name for path in checkpoints.iterdir()) == [
         "LATEST",
         "step-0000016.damaged",
         "step-0000024.damaged",
         "step-0000032.damaged",
     ]
+    assert not (tmp_path / "runs" / "run" / "resumes.jsonl").exists()

@@ -17,6 +17,7 @@ from tests.checkpoint.conftest import (
     pids,
     weights,
 )
+from tests.support.leftovers import children, new_children_after
 
 pytestmark = pytest.mark.multiprocess
 
@@ -29,6 +30,7 @@ def test_a_killed_rank_restarts_the_group_and_the_run_ends_bit_identical(
     # the batches consumed, not the ones loaded.
     options = ("--every-steps", "5", "--workers", "1")
     first_pids: list[int] = []
+    before = children()
 
     def kill_rank_one(run: Path, _: object) -> None:
         found = pids(run)
@@ -56,3 +58,8 @@ def test_a_killed_rank_restarts_the_group_and_the_run_ends_bit_identical(
     assert not set(restarted) & set(first_pids), (first_pids, restarted)
     assert f"resumed from {run / 'checkpoints'}" in log
     assert_same_weights(weights(run), reference(*options))
+    # Nothing of the killed rank outlives the run: not its DataLoader worker, forkserver or
+    # resource tracker (the session is their subreaper, so they would be its children now),
+    # and not the temporary folder the run's processes used.
+    assert new_children_after(before) == {}
+    assert not list(Path(os.environ["TMPDIR"]).glob("scaletrain-killed-*"))

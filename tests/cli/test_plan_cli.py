@@ -14,8 +14,9 @@ from tests.conftest import clean_environ, scaletrain
 
 @pytest.fixture
 def environ(tmp_path: Path) -> dict[str, str]:
-    # Wide enough that rich never wraps a line; no profiles of the machine's user.
-    return clean_environ(COLUMNS="200", XDG_CONFIG_HOME=str(tmp_path / "config"))
+    # No profiles of the machine's user; the script that plans name (plan checks it exists).
+    (tmp_path / "train.py").touch()
+    return clean_environ(XDG_CONFIG_HOME=str(tmp_path / "config"))
 
 
 def run(tmp_path: Path, environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -28,8 +29,8 @@ def test_plan_prints_decisions_sbatch_lines_and_cost(
     args = ["--cluster", "lumi", "--gpus", "16", "--time", "2:00:00", "train.py", "--epochs", "3"]
     result = run(tmp_path, environ, "plan", *args)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == ""  # people's output goes to stderr
-    sbatch = [line for line in result.stderr.splitlines() if line.startswith("#SBATCH")]
+    assert result.stderr == ""  # the plan is the result: all of it on stdout
+    sbatch = [line for line in result.stdout.splitlines() if line.startswith("#SBATCH")]
     assert sbatch == [
         "#SBATCH --partition=standard-g",
         "#SBATCH --nodes=2",
@@ -39,12 +40,13 @@ def test_plan_prints_decisions_sbatch_lines_and_cost(
         "#SBATCH --mem=480G",
         "#SBATCH --time=2:00:00",
     ]
-    assert "standard-g (whole nodes on several nodes)" in result.stderr
+    # Piped output is not wrapped: each row of the table is one line.
+    assert "standard-g (whole nodes on several nodes)" in result.stdout
     assert "16 = 2 nodes × 8 GPUs; Slurm starts 1 task per node, torchrun starts 8 processes" in (
-        result.stderr
+        result.stdout
     )
-    assert "8 GPU-hours per hour = 2 nodes × 4; 16 for 2:00:00" in result.stderr
-    assert "NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3" in result.stderr
+    assert "8 GPU-hours per hour = 2 nodes × 4; 16 for 2:00:00" in result.stdout
+    assert "NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3" in result.stdout
 
 
 def test_plan_json_is_the_plan_on_stdout(tmp_path: Path, environ: dict[str, str]) -> None:
@@ -58,7 +60,7 @@ def test_plan_json_is_the_plan_on_stdout(tmp_path: Path, environ: dict[str, str]
     ]  # fmt: skip
     assert plan["script_args"] == ["--lr", "0.1"]  # the script's options stay the script's
     assert plan["billing"]["units_per_hour"] == 8 * 60 + 80 * 1 + 640 * 0.1
-    assert list(tmp_path.iterdir()) == []  # plan writes nothing
+    assert list(tmp_path.iterdir()) == [tmp_path / "train.py"]  # plan writes nothing
 
 
 def test_plan_estimates_memory_per_strategy_and_suggests_one(
@@ -68,9 +70,10 @@ def test_plan_estimates_memory_per_strategy_and_suggests_one(
     args = ["-c", "lumi", "-g", "16", "-t", "2:00:00", "--global-batch-size", "64", *model]
     result = run(tmp_path, environ, "plan", *args, "train.py")
     assert result.returncode == 0, result.stderr
-    assert "memory per GPU: 7 B parameters, 16 × 64 GB" in result.stderr
+    # The memory table is part of the plan (stdout); the suggestion a note (stderr).
+    assert "memory per GPU: 7 B parameters, 16 × 64 GB" in result.stdout
     cells = [[cell.strip() for cell in line.split("│")[1:-1]]
-             for line in result.stderr.splitlines() if line.startswith("│")]  # fmt: skip
+             for line in result.stdout.splitlines() if line.startswith("│")]  # fmt: skip
     rows = {row[0]: row[1:] for row in cells if row[0] in ("ddp", "fsdp")}
     # 7 B × 20 bytes whole on every GPU; 4 samples × 2048 tokens × 4096 × 34 bytes × 32 layers
     assert rows["ddp"] == ["140.0 GB", "36.5 GB", "176.5 GB", "no"]
@@ -161,7 +164,7 @@ def test_clusters_lists_profiles_and_reports_a_broken_one(
     assert result.returncode == 0, result.stderr
     cells = [
         [cell.strip() for cell in line.split("│")[1:-1]]
-        for line in result.stderr.splitlines()
+        for line in result.stdout.splitlines()
         if line.startswith("│")
     ]
     rows = {row[0]: row[1:] for row in cells}
@@ -189,7 +192,7 @@ def test_clusters_show_explains_a_cluster(tmp_path: Path, environ: dict[str, str
         "│ standard-g │ 2 days     │ ≤ 1024 nodes │ whole nodes",
         "4 GPU-hours per hour for each node, whole nodes",
     ):
-        assert text in result.stderr, text
+        assert text in result.stdout, text
     missing = run(tmp_path, environ, "clusters", "show", "puti")
     assert missing.returncode == 2 and "HINT: did you mean 'puhti'?" in missing.stderr
 

@@ -103,7 +103,7 @@ def test_status_and_logs_follow_a_training_job(slurm_cluster: SlurmCluster, tmp_
         "restarts",
         f"train-{job_id}.out".replace("train", "progress"),
     ):
-        assert shown in said(finished)
+        assert shown in finished.stdout  # the status is the result
     status = json.loads(scaletrain("status", "--json", cwd=tmp_path, environ=environ).stdout)
     # status rebuilds the last progress line from metrics/train.jsonl, exactly as printed.
     assert status["progress"] == step_lines[-1]

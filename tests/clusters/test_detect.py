@@ -87,13 +87,14 @@ def test_detect_on_the_local_slurm_gives_a_profile_that_plans(
     assert "usable_cores = 4" in text and '[partitions."debug"]' in text
     assert "gpus = 4  # no GPUs: CPU processes" in text
     shown = scaletrain("clusters", "show", "testsite", cwd=tmp_path, environ=environ)
-    assert shown.returncode == 0 and "debug" in shown.stderr
+    assert shown.returncode == 0 and "debug" in shown.stdout
+    (tmp_path / "train.py").touch()  # plan checks the script as submit does
     planned = scaletrain(
         "plan", "--cluster", "testsite", "--nodes", "2", "--gpus-per-node", "2",
         "--time", "0:10:00", "train.py", cwd=tmp_path, environ=environ,
     )  # fmt: skip
     assert planned.returncode == 0, planned.stderr
-    assert "--nodes=2" in planned.stdout + planned.stderr
+    assert "#SBATCH --nodes=2" in planned.stdout
     # A second detect does not overwrite the user's edited file by accident.
     again = scaletrain(
         "clusters", "detect", "--name", "testsite", "--output", str(target),

@@ -60,3 +60,8 @@ def start_ranks(
         out, err = process.communicate(timeout=PROCESS_TIMEOUT_S)
         finished.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
     return finished
+
+
+def shown(result: subprocess.CompletedProcess[str]) -> str:
+    """What the user sees on the terminal: the report (stdout) and the notes (stderr)."""
+    return result.stdout + result.stderr

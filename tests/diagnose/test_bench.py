@@ -26,14 +26,15 @@ NCCL_TESTS_BUS_FACTOR = {
 def test_two_rank_sweep_writes_table_json_and_png(tmp_path: Path) -> None:
     result = scaletrain(
         "bench", "--nproc", "2", "--sizes", "8,4K,1M", "--warmup", "2", "--iterations", "5",
-        "--name", "b", cwd=tmp_path,
+        "--name", "b", "--json", cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     for op in NCCL_TESTS_BUS_FACTOR:
-        assert f"{op} on 2 ranks" in result.stderr
+        assert f"{op} on 2 ranks" in result.stderr  # the tables; with --json, on stderr
     report = tmp_path / "runs" / "b" / "report"
     assert (report / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     record = json.loads((report / "bench.json").read_text())
+    assert json.loads(result.stdout) == record  # stdout: the result as JSON, nothing else
     n = record["world_size"]
     assert n == 2 and record["backend"] == "gloo"
     rows = record["results"]
@@ -64,7 +65,7 @@ def test_node_pairs_meet_every_ring_neighbour_once(tmp_path: Path) -> None:
         one_per_node=True,
     )  # fmt: skip
     assert [rank.returncode for rank in ranks] == [0, 0, 0, 0], ranks[0].stderr[-3000:]
-    assert "node pairs: all_reduce between two nodes" in ranks[0].stderr
+    assert "node pairs: all_reduce between two nodes" in ranks[0].stdout
     record = json.loads((tmp_path / "bench.json").read_text())
     pairs = record["pairs"]
     assert sorted(tuple(pair["nodes"]) for pair in pairs) == [(0, 1), (0, 3), (1, 2), (2, 3)]

@@ -42,7 +42,7 @@ def test_a_script_that_calls_set_epoch_is_fine(tmp_path: Path) -> None:
 def test_out_of_memory_shows_the_per_rank_picture(tmp_path: Path) -> None:
     result = scaletrain("doctor", str(fixture_for("gpu-out-of-memory")), cwd=tmp_path)
     assert result.returncode == 1
-    out = result.stderr
+    out = result.stdout  # the findings are the result
     assert "gpu-out-of-memory: GPU out of memory (2 line(s) on rank(s) 3, 5)" in out
     assert "fix: Lower the per-GPU batch" in out
     rows = [line.split() for line in out.splitlines() if line.startswith(("3 ", "5 "))]
@@ -68,9 +68,9 @@ def test_a_run_folder_is_read_with_its_rank_logs_and_script(tmp_path: Path) -> N
     (run / "run.json").write_text(json.dumps(record))
     result = scaletrain("doctor", str(run), cwd=tmp_path)
     assert result.returncode == 1
-    assert "collective-timeout: A collective timed out" in result.stderr
-    assert "forgotten-set-epoch: DistributedSampler without set_epoch" in result.stderr
-    assert f"{run}/logs/rank-1.err:3:" in result.stderr
+    assert "collective-timeout: A collective timed out" in result.stdout
+    assert "forgotten-set-epoch: DistributedSampler without set_epoch" in result.stdout
+    assert f"{run}/logs/rank-1.err:3:" in result.stdout
 
 
 def test_missing_target_is_one_clean_error(tmp_path: Path) -> None:

@@ -13,11 +13,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import PROCESS_TIMEOUT_S, clean_environ, torchrun
-from tests.diagnose.conftest import PREFLIGHT, start_ranks
+from tests.diagnose.conftest import PREFLIGHT, shown, start_ranks
 
 pytestmark = pytest.mark.multiprocess
 
@@ -59,7 +60,7 @@ def test_unreachable_rendezvous_fails_in_seconds_with_the_fix(namespace: str) ->
     elapsed = time.monotonic() - started
     assert [rank.returncode for rank in ranks] == [1, 1]
     assert elapsed < FAILS_WITHIN_S
-    rank0, rank1 = ranks[0].stderr, ranks[1].stderr
+    rank0, rank1 = shown(ranks[0]), shown(ranks[1])
     # Rank 0 must listen on MASTER_ADDR, which is not its own address.
     assert f"MASTER_ADDR resolves to {NOBODY}, which is not an address of" in rank0
     # Rank 1 tries to connect and gets no answer.
@@ -70,7 +71,7 @@ def test_unreachable_rendezvous_fails_in_seconds_with_the_fix(namespace: str) ->
         assert "Traceback" not in output
 
 
-def test_socket_interfaces_that_exist_pass(namespace: str) -> None:
+def test_socket_interfaces_that_exist_pass(namespace: str, tmp_path: Path) -> None:
     command = [
         "ip",
         "netns",
@@ -81,6 +82,7 @@ def test_socket_interfaces_that_exist_pass(namespace: str) -> None:
         "torch.distributed.run",
         "--standalone",
         "--nproc-per-node=2",
+        f"--log-dir={tmp_path}",  # not an empty torchelastic_* folder in $TMPDIR
         str(PREFLIGHT),
         "--verbose",
     ]
@@ -94,12 +96,12 @@ def test_socket_interfaces_that_exist_pass(namespace: str) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "NCCL_SOCKET_IFNAME=hsn selects hsn0" in result.stderr
-    assert "GLOO_SOCKET_IFNAME=hsn0 selects hsn0" in result.stderr
+    assert "NCCL_SOCKET_IFNAME=hsn selects hsn0" in shown(result)
+    assert "GLOO_SOCKET_IFNAME=hsn0 selects hsn0" in shown(result)
 
 
 def test_socket_interface_missing_on_the_node_fails() -> None:
     result = torchrun(PREFLIGHT, nproc=2, environ=clean_environ(NCCL_SOCKET_IFNAME="hsn0,hsn1"))
     assert result.returncode != 0
-    assert "NCCL_SOCKET_IFNAME=hsn0,hsn1 matches no interface of" in result.stderr
-    assert "fix: set NCCL_SOCKET_IFNAME to interfaces this node has" in result.stderr
+    assert "NCCL_SOCKET_IFNAME=hsn0,hsn1 matches no interface of" in shown(result)
+    assert "fix: set NCCL_SOCKET_IFNAME to interfaces this node has" in shown(result)

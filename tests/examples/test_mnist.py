@@ -43,7 +43,8 @@ def test_two_processes_train_to_the_documented_accuracy_then_resume(tmp_path: Pa
     assert summary["test_accuracy"] >= DOCUMENTED_ACCURACY
     # Progress was visible while training: steps, loss and throughput.
     assert "step 69/69 100%" in result.stdout and "samples/s" in result.stdout
-    assert "test_accuracy" in result.stderr  # the final summary table
+    assert "test_accuracy" in result.stdout  # the final summary table is the result
+    assert "SyncBatchNorm" not in result.stderr  # our own example warns about nothing
     history = [json.loads(line) for line in (tmp_path / "runs/mnist/metrics/train.jsonl").open()]
     assert history[-1]["loss"] < history[0]["loss"]
     # Checkpoints by default: the final one, and the same command with more epochs goes on.
@@ -52,6 +53,15 @@ def test_two_processes_train_to_the_documented_accuracy_then_resume(tmp_path: Pa
     assert more.returncode == 0, more.stderr[-3000:]
     assert "resumed from" in more.stderr and "(step 69, epoch 3," in more.stderr
     assert "step 92/92 100%" in more.stdout and "epoch 2:" not in more.stdout  # one more epoch
+    # The finished run stays finished: the same command again trains nothing, says so, and
+    # keeps the summary of the training that happened.
+    summary_file = tmp_path / "runs/mnist/metrics/summary.json"
+    finished = summary_file.read_bytes()
+    again = train(tmp_path, "--epochs", "4")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "this run finished all 4 epochs already (step 92); nothing to train" in again.stderr
+    assert "from an earlier launch (this one trained no step)" in again.stdout
+    assert summary_file.read_bytes() == finished
 
 
 def test_no_checkpoints_saves_nothing_and_micro_batches_train_too(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.job_script import JobOptions, render_job_script
+from scaletrain.launch.prepare import PreparedJob
 from scaletrain.launch.submission import submit_job
 from scaletrain.planning.modes import launch_modes
 from scaletrain.slurm.history import read_job_events
@@ -107,7 +108,8 @@ def test_lightning_finds_every_rank_through_slurm(
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
     options = submit_options("lit", "lightning", 2, 2, "--no-check")
     # As in CSC's example: the script gets GPUs per node and nodes, and gives them to Trainer.
-    command = (str(WORKERS / "lightning_ranks.py"), "--devices", "2", "--nodes", "2")
+    # `--nodes` is also submit's own option: after `--` it is the script's on purpose.
+    command = (str(WORKERS / "lightning_ranks.py"), "--", "--devices", "2", "--nodes", "2")
     folder, job_id = submit(slurm_cluster, tmp_path, environ, options, *command)
     output = finished(slurm_cluster, folder, job_id)
     ranks = reports(tmp_path, "rank-*.json")
@@ -179,7 +181,8 @@ def test_hostile_paths_and_arguments_arrive_as_given(
     environ = job_environ(slurm_cluster, tmp_path, PROBE_OUT=str(probes))
     hostile_site(tmp_path / "config")
     options = submit_options("quoted", mode, 2, 1, "--no-check", cluster="hostile")
-    folder, job_id = submit(slurm_cluster, project, environ, options, script.name, *arguments)
+    # After `--`, also options named like submit's own (--name) are the script's.
+    folder, job_id = submit(slurm_cluster, project, environ, options, script.name, "--", *arguments)
     output = finished(slurm_cluster, folder, job_id)
     processes = [json.loads(path.read_text()) for path in probes.glob("*.json")]
     assert len(processes) == 2, output
@@ -214,7 +217,7 @@ def test_per_task_values_are_evaluated_in_each_task(
     user = f"scaletrain-test-{os.getpid()}"  # a MIOpen folder name no one else uses
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path), USER=user)
     try:
-        job_id = submit_job(plan, folder, script, environ)
+        job_id = submit_job(PreparedJob(plan, script), folder, environ)
         finished(slurm_cluster, folder, job_id)
         tasks = reports(tmp_path, "task-*.json")
         seen = [
@@ -233,7 +236,7 @@ def test_per_task_values_are_evaluated_in_each_task(
             Path(f"/tmp/{user}-miopen-cache-{node}").rmdir()
 
 
-def test_sbatch_refusing_the_job_shows_its_message(
+def test_sbatch_refusing_the_job_shows_its_message_and_the_fixed_command_works(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     # A profile whose partition this cluster does not have: sbatch itself says no.
@@ -243,7 +246,7 @@ def test_sbatch_refusing_the_job_shows_its_message(
     profiles.joinpath("elsewhere.toml").write_text(
         local.replace("partitions.debug", "partitions.gpu")
     )
-    environ = job_environ(slurm_cluster, tmp_path)
+    environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
     options = submit_options("no", "srun", 1, 1, cluster="elsewhere")
     probe = str(WORKERS / "task_probe.py")
     result = scaletrain("submit", *options, probe, cwd=tmp_path, environ=environ)
@@ -251,4 +254,10 @@ def test_sbatch_refusing_the_job_shows_its_message(
     assert "`sbatch --parsable" in result.stderr
     assert "Invalid partition name specified" in result.stderr
     assert "HINT:" in result.stderr
-    assert not (tmp_path / "runs" / "no" / "jobs.jsonl").exists()
+    # Nothing of the refused submission is left (no plan.toml to differ from the next one)...
+    assert not (tmp_path / "runs" / "no").exists()
+    # ...so the corrected command with the same name just works.
+    fixed = submit_options("no", "srun", 1, 1, "--no-check", cluster="local")
+    folder, job_id = submit(slurm_cluster, tmp_path, environ, fixed, probe)
+    assert slurm_cluster.wait_for_job(job_id) == "COMPLETED"
+    assert [event.job_id for event in read_job_events(folder)] == [job_id]

@@ -20,6 +20,7 @@ def test_two_processes_write_per_rank_logs_into_the_run_folder(tmp_path: Path) -
         "--name",
         "hello",
         str(WORKERS / "hello.py"),
+        "--",  # the script's own --nproc, named like run's: after `--` on purpose
         "--nproc",
         "x",
         cwd=tmp_path,
@@ -52,7 +53,7 @@ def test_a_failing_rank_fails_the_run_and_its_traceback_is_shown(tmp_path: Path)
         cwd=tmp_path,
     )
     assert result.returncode != 0
-    assert "failed (exit code" in result.stderr
+    assert "failed (exit code" in result.stdout  # the run's summary is its result
     # Restarted 3 times by default (each restart has its own logs); the last one is shown.
     logs = tmp_path / "runs" / "broken" / "logs"
     assert (logs / "restart-3" / "rank-1.err").is_file()

@@ -81,7 +81,15 @@ class SlurmCluster:
     def environ(self, **extra: str) -> dict[str, str]:
         """A clean environment whose PATH finds this cluster's Slurm commands first."""
         base = clean_environ()
-        return {**base, "PATH": f"{self.bin}:{base['PATH']}", "SLURM_CONF": str(self.conf), **extra}
+        return {
+            **base,
+            "PATH": f"{self.bin}:{base['PATH']}",
+            "SLURM_CONF": str(self.conf),
+            # Jobs inherit it: their temporary files (torchrun's empty torchelastic_* folder
+            # per start) stay with the cluster's files, as a site's per-job TMPDIR would.
+            "TMPDIR": str(self.folder / "tmp"),
+            **extra,
+        }
 
     def run(
         self,
@@ -128,7 +136,7 @@ class SlurmCluster:
         return ["nsenter", f"--target={controller}", "--net", "--mount", "--uts"]
 
     def _start(self) -> None:
-        for sub in ("state", "log", "spool"):
+        for sub in ("state", "log", "spool", "tmp"):
             (self.folder / sub).mkdir()
         munge_socket = self.munge_folder / "munge.socket"
         self._start_munged(munge_socket)

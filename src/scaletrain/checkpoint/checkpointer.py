@@ -209,6 +209,13 @@ class Checkpointer:
 
     def epochs(self, total: int) -> Iterator[int]:
         """Epoch numbers from the resumed one up to `total` - 1; saves at the end."""
+        if self.step > 0 and self.epoch >= total:
+            print0(
+                f"scaletrain: this run finished all {total} epochs already (step {self.step}); "
+                "nothing to train. Ask for more epochs to continue it, or give another --name "
+                "for a new run.",
+                file=sys.stderr,
+            )
         while self.epoch < total:
             epoch = self.epoch
             yield epoch

@@ -96,12 +96,19 @@ class CheckpointStore:
         ]
         return [folder for _, folder in sorted(found, reverse=True)]
 
+    def damaged(self) -> list[Path]:
+        """Checkpoints set aside as damaged (`set_aside`), kept for inspection."""
+        if not self.root.is_dir():
+            return []
+        return sorted(path for path in self.root.iterdir() if DAMAGED_SUFFIX in path.name)
+
     def latest(self) -> Path | None:
         """The checkpoint LATEST names, if it is still complete."""
         pointer = self.root / LATEST_NAME
         if not pointer.is_file():
             return None
-        folder = self.root / pointer.read_text().strip()
+        # A damaged pointer names no complete checkpoint: then there is no latest one.
+        folder = self.root / pointer.read_text(errors="replace").strip()
         return folder if folder in self.complete() else None
 
     def publish(self, step: int) -> Path:

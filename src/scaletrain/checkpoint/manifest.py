@@ -13,7 +13,6 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from scaletrain.core.errors import ScaletrainError
 
@@ -69,21 +68,28 @@ class Manifest:
 
     @classmethod
     def read(cls, folder: Path) -> Manifest:
+        """The manifest of `folder`; anything unreadable or out of range is damage."""
+        from pydantic import TypeAdapter, ValidationError
+
         try:
-            record: dict[str, Any] = json.loads((folder / MANIFEST_NAME).read_text())
-            return cls(
-                position=Position(**record["position"]),
-                world_size=int(record["world_size"]),
-                reason=str(record["reason"]),
-                saved_at=str(record["saved_at"]),
-                files={name: FileDigest(**digest) for name, digest in record["files"].items()},
-                versions=dict(record.get("versions", {})),
+            record = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+            record.pop("format", None)
+            manifest = TypeAdapter(cls).validate_python(record)
+            if manifest.world_size < 1 or min(asdict(manifest.position).values()) < 0:
+                raise ValueError("world_size below 1 or a negative position")
+            return manifest
+        except ValidationError as error:
+            problem = "; ".join(
+                f"{'.'.join(map(str, detail['loc']))}: {detail['msg']}" for detail in error.errors()
             )
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise DamagedCheckpointError(
-                f"The checkpoint {folder} has an unreadable {MANIFEST_NAME} ({error}).",
-                "scaletrain resumes from the previous complete checkpoint; move this one away.",
-            ) from error
+        except (OSError, ValueError) as error:
+            problem = str(error)
+        raise DamagedCheckpointError(
+            f"The checkpoint {folder} has an unreadable {MANIFEST_NAME} ({problem}).",
+            "scaletrain resumes from the previous complete checkpoint; move this one away.",
+        )
 
 
 def digest(path: Path) -> FileDigest:

@@ -118,7 +118,8 @@ def _load(
 def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
     """Load the newest intact checkpoint on every rank (a collective); None if there is none."""
     store = target.store
-    names: list[str] = _from_rank_zero([folder.name for folder in store.complete()], target)
+    found = ([folder.name for folder in store.complete()], bool(store.damaged()))
+    names, any_damaged = _from_rank_zero(found, target)
     for name in names:
         folder = store.root / name
         mine, contents = _check(folder, target)
@@ -136,9 +137,12 @@ def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
         manifest = Manifest.read(folder)
         rank_state = _load(folder, objects, target, contents, manifest.world_size)
         return Resumed(folder=folder, manifest=manifest, rank_state=rank_state)
-    if names:
+    if names or any_damaged:
+        # Also when an earlier attempt set them all aside: an elastic restart or a requeue
+        # must not quietly train from scratch in the run that holds them.
         raise ScaletrainError(
-            f"Every checkpoint in {store.root} is damaged; none was loaded and none was deleted.",
+            f"Every checkpoint in {store.root} is damaged (set aside as step-*.damaged); none "
+            "was loaded, none was deleted, and the run does not start over by itself.",
             "look at the step-*.damaged folders (see the messages above); move the checkpoints "
             "folder away to start this run over, or restore a copy.",
         )

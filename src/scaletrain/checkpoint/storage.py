@@ -61,6 +61,8 @@ def writer_options(share_bytes: int, cores: int, *, staged: bool) -> WriterOptio
 def state_bytes(state: Any) -> int:
     """Bytes of the tensors this rank holds in a state dict (its share of a sharded one)."""
     if isinstance(state, torch.Tensor):
+        if hasattr(state, "local_shards"):  # ShardedTensor (DeepSpeed's partitions): no numel
+            return sum(state_bytes(shard.tensor) for shard in state.local_shards())
         local = state.to_local() if hasattr(state, "to_local") else state
         return int(local.numel() * local.element_size())
     if isinstance(state, Mapping):

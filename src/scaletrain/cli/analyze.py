@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION
+from scaletrain.cli.common import JSON_OPTION, RUN_ARGUMENT, RUNS_DIR_OPTION, show_report
 from scaletrain.core import console
 from scaletrain.core.run_folder import find_run
 from scaletrain.observe.analysis import analyze_traces
@@ -19,6 +19,7 @@ def analyze(
     traces: Path | None = typer.Option(
         None, "--traces", help="A folder of rank traces to analyse instead of a run's traces/."
     ),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Where each rank's profiled steps went: compute, communication, data, idle; stragglers.
 
@@ -35,6 +36,10 @@ def analyze(
         run = find_run(runs_dir, name)
         folder, report = run.traces, run.report
     analysis = analyze_traces(folder)
-    print(format_report(analysis), end="")
-    for path in write_report(analysis, report):
+    written = write_report(analysis, report)
+    if as_json:
+        show_report(report / "analysis.json")
+    else:
+        console.show_text(format_report(analysis))
+    for path in written:
         console.info(f"wrote    {path}")

@@ -8,13 +8,14 @@ from importlib import import_module
 from typing import Any
 
 import typer
+from typer import _click
 
 from scaletrain import __version__
-from scaletrain.core import console
-from scaletrain.core.errors import ScaletrainError
+from scaletrain.cli.command_line import ScaletrainCommand, ScaletrainGroup
 
 app = typer.Typer(
     name="scaletrain",
+    cls=ScaletrainGroup,
     help=(
         "Take a PyTorch training script from one GPU to many GPUs and nodes.\n\n"
         "Start here: [bold]scaletrain run --nproc 2 train.py[/bold] runs your script as 2 "
@@ -25,8 +26,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-_state = {"debug": False}
 
 
 def _show_version(value: bool) -> None:
@@ -51,12 +50,11 @@ def options(
         help="Print the version and exit.",
     ),
 ) -> None:
-    """Global options."""
-    _state["debug"] = debug
+    """Global options (read by the error path in command_line.py)."""
 
 
-# Commands that take a training script: everything after the script belongs to the script,
-# even options named like ours.
+# Commands that take a training script: everything after the script belongs to the script
+# (scaletrain's own options there are refused, see `script_arguments`).
 SCRIPT_COMMAND = {
     "allow_extra_args": True,
     "ignore_unknown_options": True,
@@ -83,16 +81,23 @@ COMMANDS: dict[str, tuple[str, str, dict[str, Any] | None]] = {
     "export": ("scaletrain.cli.export", "export", None),
 }
 
+_registered: set[str] = set()
+
 
 def register(names: Iterable[str]) -> None:
-    """Import the named commands and add them to the app."""
+    """Import the named commands and add them to the app (once each)."""
     for name in names:
+        if name in _registered:
+            continue
         module, attribute, context_settings = COMMANDS[name]
         command = getattr(import_module(module), attribute)
         if isinstance(command, typer.Typer):
             app.add_typer(command, name=name)
         else:
-            app.command(name=name, context_settings=context_settings)(command)
+            app.command(name=name, cls=ScaletrainCommand, context_settings=context_settings)(
+                command
+            )
+        _registered.add(name)
 
 
 def requested_command(arguments: Sequence[str]) -> str | None:
@@ -101,14 +106,13 @@ def requested_command(arguments: Sequence[str]) -> str | None:
     return first if first in COMMANDS else None
 
 
+def command_line(names: Iterable[str] = COMMANDS) -> _click.Command:
+    """The click command of `scaletrain` with the named sub-commands (all by default)."""
+    register(names)
+    return typer.main.get_command(app)
+
+
 def main() -> None:
-    """Entry point: run the app, turning known problems into one clean line and exit code 2."""
+    """Entry point: only the requested command is imported (all of them for --help)."""
     requested = requested_command(sys.argv[1:])
-    register([requested] if requested else COMMANDS)
-    try:
-        app()
-    except ScaletrainError as problem:
-        if _state["debug"]:
-            raise
-        console.error(problem.problem, problem.hint)
-        sys.exit(2)
+    command_line([requested] if requested else COMMANDS).main(prog_name="scaletrain")

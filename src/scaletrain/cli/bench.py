@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from scaletrain.cli.common import DIAGNOSE_NPROC_OPTION, RUNS_DIR_OPTION
+from scaletrain.cli.common import DIAGNOSE_NPROC_OPTION, JSON_OPTION, RUNS_DIR_OPTION, show_report
 from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.core import console
 from scaletrain.diagnose.bench.bandwidth import parse_ops, parse_size
@@ -29,6 +29,7 @@ def bench(
     ),
     name: str | None = typer.Option(None, "--name", help="Run name. Default: bench-<time>."),
     runs_dir: Path = RUNS_DIR_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Measure all_reduce, all_gather, reduce_scatter and broadcast bandwidth.
 
@@ -53,9 +54,12 @@ def bench(
         nproc=nproc,
         name=name,
         runs_dir=runs_dir,
+        output_to_stderr=as_json,
     )
     if result.exit_code != 0:
         show_other_ranks(folder, tracebacks_only=False)
     else:
+        if as_json:
+            show_report(folder.report / BENCH_JSON)
         console.success(f"results in {folder.report / BENCH_JSON}")
     raise typer.Exit(result.exit_code)

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from scaletrain.cli.common import DIAGNOSE_NPROC_OPTION, RUNS_DIR_OPTION
+from scaletrain.cli.common import DIAGNOSE_NPROC_OPTION, JSON_OPTION, RUNS_DIR_OPTION, show_report
 from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.core import console
 from scaletrain.core.variables import Variable
@@ -32,6 +32,7 @@ def check(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every check of every rank."),
     name: str | None = typer.Option(None, "--name", help="Run name. Default: preflight-<time>."),
     runs_dir: Path = RUNS_DIR_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Check launcher, devices, CPU affinity, threads, network and run folder on N processes.
 
@@ -58,9 +59,13 @@ def check(
         name=name,
         runs_dir=runs_dir,
         variables=variables,
+        output_to_stderr=as_json,
     )
-    if not (folder.report / PREFLIGHT_JSON).is_file():
+    report = folder.report / PREFLIGHT_JSON
+    if not report.is_file():
         show_other_ranks(folder, tracebacks_only=False)
+    elif as_json:
+        show_report(report)
     if result.exit_code == 0:
-        console.success(f"results in {folder.report / PREFLIGHT_JSON}")
+        console.success(f"results in {report}")
     raise typer.Exit(result.exit_code)

@@ -8,9 +8,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from scaletrain.cli.command_line import ScaletrainCommand, ScaletrainGroup
+from scaletrain.cli.common import JSON_OPTION
 from scaletrain.clusters.billing import describe_rule
 from scaletrain.clusters.catalog import (
-    ProfileError,
     load_profile,
     profile_files,
     read_profile,
@@ -24,6 +25,7 @@ from scaletrain.core.errors import ScaletrainError
 from scaletrain.slurm import commands as slurm
 
 clusters_app = typer.Typer(
+    cls=ScaletrainGroup,
     help=(
         "List the cluster profiles (LUMI, Puhti, Mahti, this machine, your own site); "
         "[bold]clusters show NAME[/bold] explains one."
@@ -34,19 +36,16 @@ clusters_app = typer.Typer(
 
 
 @clusters_app.callback(invoke_without_command=True)
-def list_clusters(ctx: typer.Context) -> None:
+def list_clusters(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List the cluster profiles (packaged, and yours in ~/.config/scaletrain/clusters/)."""
     if ctx.invoked_subcommand is not None:
         return
     environ = dict(os.environ)
-    table = Table(title="cluster profiles", title_justify="left")
-    for column in ("name", "GPU", "GPUs/node", "partitions", "file"):
-        table.add_column(column)
-    broken = []
+    rows, listed, broken = [], [], []
     for profile_file in profile_files(environ).values():
         try:
             profile = read_profile(profile_file)
-        except ProfileError as error:
+        except ScaletrainError as error:  # a broken file of the user's: listed, not fatal
             broken.append(error)
             continue
         where = (
@@ -54,26 +53,39 @@ def list_clusters(ctx: typer.Context) -> None:
         )
         gpu = f"{profile.node.accelerator} {profile.node.gpu_description}"
         partitions = ", ".join(profile.partitions)
-        table.add_row(profile.name, gpu, str(profile.node.gpus), partitions, where)
-    console.console.print(table)
+        rows.append((profile.name, gpu, str(profile.node.gpus), partitions, where))
+        listed.append({"name": profile.name, "origin": profile_file.origin, "file": where})
+    if as_json:
+        console.show_json(listed)
+    else:
+        columns = ("name", "GPU", "GPUs/node", "partitions", "file")
+        console.show(console.table(rows, title="cluster profiles", columns=columns))
     console.info(f"your own profiles: {user_profile_folder(environ)}/<name>.toml")
     for problem in broken:
         console.warning(f"{problem.problem} HINT: {problem.hint}")
 
 
-@clusters_app.command("show")
-def show_cluster(name: str = typer.Argument(..., help="Cluster name, e.g. lumi.")) -> None:
+@clusters_app.command("show", cls=ScaletrainCommand)
+def show_cluster(
+    name: str = typer.Argument(..., metavar="NAME", help="Cluster name, e.g. lumi."),
+    as_json: bool = JSON_OPTION,
+) -> None:
     """Explain one cluster: partitions and limits, fair share per GPU, billing, network."""
     profile = load_profile(name, dict(os.environ))
-    console.heading(f"{profile.name}: {profile.description}")
-    facts = Table(show_header=False, box=None, pad_edge=False)
-    for label, text in _facts(profile):
-        facts.add_row(f"[muted]{label}[/muted]", text)
-    console.console.print(facts)
-    console.console.print(_partition_table(profile))
+    if as_json:
+        console.show_json(profile.model_dump(mode="json"))
+        return
+    console.show(console.text((f"{profile.name}: {profile.description}", "heading")))
+    facts = console.table(
+        [((label, "muted"), text) for label, text in _facts(profile)],
+        box=None,
+        pad_edge=False,
+    )
+    console.show(facts)
+    console.show(_partition_table(profile))
 
 
-@clusters_app.command("detect")
+@clusters_app.command("detect", cls=ScaletrainCommand)
 def detect_cluster(
     name: str | None = typer.Option(
         None, "--name", help="Profile name (default: Slurm's ClusterName)."
@@ -153,9 +165,7 @@ def _facts(profile: ClusterProfile) -> list[tuple[str, str]]:
 
 
 def _partition_table(profile: ClusterProfile) -> Table:
-    table = Table(title="partitions", title_justify="left")
-    for column in ("name", "time limit", "limits", "allocation", "billing", "auto"):
-        table.add_column(column)
+    rows = []
     for name, partition in profile.partitions.items():
         limit = partition.max_time_seconds
         limits = [
@@ -173,12 +183,15 @@ def _partition_table(profile: ClusterProfile) -> Table:
             if partition.billing and profile.billing
             else "not billed"
         )
-        table.add_row(
-            name,
-            describe_duration(limit) if limit else "none",
-            ", ".join(f"≤ {text}" for text in limits),
-            allocation + (" (--exclusive)" if partition.exclusive else ""),
-            billing,
-            "yes" if partition.auto else "only if named",
+        rows.append(
+            (
+                name,
+                describe_duration(limit) if limit else "none",
+                ", ".join(f"≤ {text}" for text in limits),
+                allocation + (" (--exclusive)" if partition.exclusive else ""),
+                billing,
+                "yes" if partition.auto else "only if named",
+            )
         )
-    return table
+    columns = ("name", "time limit", "limits", "allocation", "billing", "auto")
+    return console.table(rows, title="partitions", columns=columns)

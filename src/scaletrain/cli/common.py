@@ -7,6 +7,10 @@ from pathlib import Path
 
 import typer
 
+from scaletrain.core import console
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.files import read_text
+from scaletrain.core.progress_line import format_value
 from scaletrain.core.run_folder import RunFolder, find_run
 from scaletrain.slurm.history import JobEvent, require_current_job
 
@@ -44,10 +48,65 @@ RUN_ARGUMENT = typer.Argument(
     show_default=False,
 )
 
+SCRIPT_ARGUMENT = typer.Argument(
+    ...,
+    metavar="SCRIPT [ARGS]...",
+    help="Your training script, then its own arguments (after -- if they are named like "
+    "scaletrain's options).",
+    show_default=False,
+)
+
+JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
+
+# What separates scaletrain's options from the script's on purpose: `train.py -- --name x`.
+END_OF_OPTIONS = "--"
+
 
 def process_environ() -> dict[str, str]:
     """This command's environment, read once here and passed down (PATH finds Slurm's tools)."""
     return dict(os.environ)
+
+
+def script_arguments(ctx: typer.Context, script: str) -> tuple[str, ...]:
+    """The script's arguments: everything after it, except scaletrain's own options.
+
+    `submit ... train.py --dry-run` would otherwise hand --dry-run to the script and submit
+    for real, so an option of this command after the script is an error; after `--` it is
+    the script's on purpose (the first `--` is dropped).
+    """
+    arguments = list(ctx.args)
+    if END_OF_OPTIONS in arguments:
+        split = arguments.index(END_OF_OPTIONS)
+        before, after = arguments[:split], arguments[split + 1 :]
+    else:
+        before, after = arguments, []
+    ours = {name for parameter in ctx.command.get_params(ctx) for name in parameter.opts}
+    for argument in before:
+        name = argument.split("=", 1)[0]
+        if name.startswith("-") and name in ours:
+            command = ctx.command_path
+            raise ScaletrainError(
+                f"{argument!r} comes after the script {script!r}, where it would be passed to "
+                f"the script instead of to `{command}`.",
+                f"put {name} before {script} (`{command} {name} ... {script}`), or write "
+                f"`{script} -- {argument}` if your script takes {name} itself.",
+            )
+    return (*before, *after)
+
+
+def summary_value(value: object) -> str:
+    """A value of a run's summary as people read it: numbers to 4 significant digits, one
+    number per rank (peak memory) comma-separated."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return format_value(value)
+    if isinstance(value, list) and all(isinstance(item, int | float) for item in value):
+        return format_value(value)
+    return str(value)
+
+
+def show_report(path: Path) -> None:
+    """A report the processes wrote (preflight.json, bench.json) as the JSON result."""
+    console.show_text(read_text(path, "report").rstrip("\n") + "\n")
 
 
 def submitted_run(runs_dir: Path, name: str | None) -> tuple[RunFolder, tuple[JobEvent, ...], str]:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
+from scaletrain.cli.common import JSON_OPTION
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.launch.local_run import SEPARATOR
+from scaletrain.launch.local_run import read_run_record
+
+if TYPE_CHECKING:
+    from scaletrain.diagnose.doctor import Finding
 
 # Files in a run folder that hold output: Slurm's and per-rank logs, NCCL's debug files.
 _LOG_SUFFIXES = {".out", ".err", ".log", ".txt"}
@@ -22,12 +24,15 @@ _EXCERPT_CHARACTERS = 200
 def _run_files(folder: RunFolder) -> list[Path]:
     """The logs of a run, plus the training script that run.json names (for script checks)."""
     files = [p for p in sorted(folder.logs.rglob("*")) if p.is_file() and p.suffix in _LOG_SUFFIXES]
-    if folder.run_record.is_file():
-        command = json.loads(folder.run_record.read_text()).get("command", [])
-        if SEPARATOR in command and command.index(SEPARATOR) + 1 < len(command):
-            script = Path(command[command.index(SEPARATOR) + 1])
-            if script.suffix == ".py" and script.is_file():
-                files.append(script)
+    try:
+        record = read_run_record(folder)
+    except ScaletrainError as problem:  # a damaged record must not keep the logs from a look
+        console.warning(f"{problem.problem} Its training script is not checked.")
+        record = None
+    if record is not None and record.program:
+        script = Path(record.program[0])
+        if script.suffix == ".py" and script.is_file():
+            files.append(script)
     return files
 
 
@@ -35,7 +40,13 @@ def _files(targets: list[Path]) -> list[Path]:
     files: list[Path] = []
     for target in targets:
         if target.is_dir():
-            files += _run_files(RunFolder(target))
+            found = _run_files(RunFolder(target))
+            if not found:
+                raise ScaletrainError(
+                    f"{str(target)!r} holds no logs: no logs/*.out, *.err, *.log or *.txt.",
+                    "give a run folder (runs/<name>) after its job ran, or a log file itself.",
+                )
+            files += found
         elif target.is_file():
             files.append(target)
         else:
@@ -48,8 +59,12 @@ def _files(targets: list[Path]) -> list[Path]:
 
 def doctor(
     targets: list[Path] = typer.Argument(
-        ..., help="Log files, training scripts (.py) or run folders (runs/<name>)."
+        ...,
+        metavar="PATH...",
+        help="Log files, training scripts (.py) or run folders (runs/<name>).",
+        show_default=False,
     ),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Explain a failed job: match its logs against known failure signatures.
 
@@ -63,40 +78,53 @@ def doctor(
 
     files = _files(targets)
     findings = diagnose_files(files)
+    if as_json:
+        console.show_json([_as_dict(finding) for finding in findings])
+    elif findings:
+        for finding in findings:
+            _show(finding)
     if not findings:
         console.success(
             f"no known failure signature in {len(files)} file(s); "
             "if the job failed, the end of its logs shows the error"
         )
-        raise typer.Exit(0)
-    for finding in findings:
-        signature, first = finding.signature, finding.first
-        ranks = f" on rank(s) {', '.join(map(str, sorted(finding.ranks)))}" if finding.ranks else ""
-        console.console.print(
-            f"[error]{signature.id}[/error]: {escape(signature.title)} "
-            f"({finding.count} line(s){ranks})",
-            soft_wrap=True,
-        )
-        excerpt = first.line.strip()[:_EXCERPT_CHARACTERS]
-        console.console.print(
-            f"  [muted]{escape(first.path)}:{first.line_number}:[/muted] {escape(excerpt)}",
-            soft_wrap=True,
-        )
-        console.console.print(
-            f"  [heading]cause:[/heading] {escape(signature.cause)}", soft_wrap=True
-        )
-        console.console.print(f"  [warning]fix:[/warning] {escape(signature.fix)}", soft_wrap=True)
-        if finding.details:
-            _show_details(finding.details)
-    raise typer.Exit(1)
+    raise typer.Exit(1 if findings else 0)
+
+
+def _as_dict(finding: Finding) -> dict[str, Any]:
+    signature, first = finding.signature, finding.first
+    return {
+        "id": signature.id,
+        "title": signature.title,
+        "count": finding.count,
+        "ranks": sorted(finding.ranks),
+        "first": {"path": first.path, "line_number": first.line_number, "line": first.line},
+        "cause": signature.cause,
+        "fix": signature.fix,
+        "details": finding.details,
+    }
+
+
+def _show(finding: Finding) -> None:
+    signature, first = finding.signature, finding.first
+    ranks = f" on rank(s) {', '.join(map(str, sorted(finding.ranks)))}" if finding.ranks else ""
+    # A log line may hold terminal escapes and stray control characters: shown, not obeyed.
+    excerpt = console.one_line(first.line.strip()[:_EXCERPT_CHARACTERS])
+    lines = [
+        ((signature.id, "error"), f": {signature.title} ({finding.count} line(s){ranks})"),
+        ("  ", (f"{first.path}:{first.line_number}:", "muted"), f" {excerpt}"),
+        ("  ", ("cause:", "heading"), f" {signature.cause}"),
+        ("  ", ("fix:", "warning"), f" {signature.fix}"),
+    ]
+    output = console.results()
+    for pieces in lines:
+        output.print(console.text(*pieces), soft_wrap=True)
+    if finding.details:
+        _show_details(finding.details)
 
 
 def _show_details(details: list[dict[str, str]]) -> None:
     """Values from the matched lines per rank, e.g. sizes of an out-of-memory error."""
     columns = list(dict.fromkeys(key for detail in details for key in detail))
-    table = Table(show_edge=False, pad_edge=False, box=None)
-    for column in columns:
-        table.add_column(column, style="muted" if column == "rank" else None)
-    for detail in details:
-        table.add_row(*(detail.get(column, "") for column in columns))
-    console.console.print(table)
+    rows = [[detail.get(column, "") for column in columns] for detail in details]
+    console.show(console.table(rows, columns=columns, show_edge=False, pad_edge=False, box=None))

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rich.markup import escape
+from rich.text import Text
 
 from scaletrain.cli.common import process_environ
 from scaletrain.core import console
@@ -36,11 +36,13 @@ def start_local(
     variables: Mapping[str, str] | None = None,
     monitor_interval_s: float | None = None,
     instrumented: bool = False,
+    output_to_stderr: bool = False,
 ) -> tuple[RunFolder, LocalRunResult]:
     """Check, announce and run a local launch; return its run folder and result. With
     `monitor_interval_s`, a sampler records GPU and CPU use beside it (`scaletrain monitor`);
     `instrumented` runs the script through scaletrain's profiler and step clock, which read
-    their settings from `variables`."""
+    their settings from `variables`. `output_to_stderr` keeps stdout for the command's JSON
+    result."""
     launch = local_launch(
         program,
         as_module=as_module,
@@ -57,19 +59,19 @@ def start_local(
     folder = launch.run_folder
     added = launch_variables(launch, process_environ(), allowed_cpus()) | dict(variables or {})
     processes = "one process per GPU" if nproc == "gpu" else f"{nproc} process(es)"
-    console.heading(escape(f"{folder.name}: {processes} of {program} on this machine (torchrun)"))
-    console.info(escape(f"  folder   {folder.root}/"))
-    console.info(escape(f"  logs     {folder.logs}/rank-<N>.out|.err (console shows rank 0)"))
+    console.heading(f"{folder.name}: {processes} of {program} on this machine (torchrun)")
+    console.info(f"  folder   {folder.root}/")
+    console.info(f"  logs     {folder.logs}/rank-<N>.out|.err (console shows rank 0)")
     for variable, value in added.items():
-        console.info(escape(f"  set      {variable}={value}"))
+        console.info(f"  set      {variable}={value}")
     if monitor_interval_s is None:
-        return folder, run_local(launch, added)
+        return folder, run_local(launch, added, output_to_stderr=output_to_stderr)
     shown = folder.name if folder.root.parent == runs_dir else str(folder.root)
-    console.info(escape(f"  monitor  every {monitor_interval_s:g} s: scaletrain monitor {shown}"))
+    console.info(f"  monitor  every {monitor_interval_s:g} s: scaletrain monitor {shown}")
     folder.create()
     sampler = start_sampler(folder, monitor_interval_s, process_environ())
     try:
-        return folder, run_local(launch, added)
+        return folder, run_local(launch, added, output_to_stderr=output_to_stderr)
     finally:
         stop_sampler(sampler)
 
@@ -82,5 +84,5 @@ def show_other_ranks(folder: RunFolder, *, tracebacks_only: bool) -> None:
             continue
         lines = [line for line in error_log.read_text(errors="replace").splitlines() if line]
         if lines and (not tracebacks_only or any("Traceback" in line for line in lines)):
-            console.error(escape(f"{error_log} ends with:"))
-            console.console.print("\n".join(lines[-_TAIL_LINES:]), markup=False)
+            console.error(f"{error_log} ends with:")
+            console.note(Text("\n".join(lines[-_TAIL_LINES:])))

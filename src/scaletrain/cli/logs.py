@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
@@ -10,6 +9,7 @@ import typer
 from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, process_environ, submitted_run
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.files import read_text
 from scaletrain.slurm import commands as slurm
 from scaletrain.slurm.follow import follow_job_output
 from scaletrain.slurm.history import job_output_file
@@ -31,7 +31,7 @@ def logs(
     environ = process_environ()
     if follow:
         final = follow_job_output(
-            folder, job_id, environ=environ, write=_write, on_waiting=_show_waiting
+            folder, job_id, environ=environ, write=console.show_text, on_waiting=_show_waiting
         )
         state = final.state_with_reason if final else "no longer known to Slurm"
         console.info(f"job {job_id} of run {folder.name}: {state}")
@@ -46,12 +46,7 @@ def logs(
             "a waiting job writes nothing yet; `scaletrain logs -f` prints its output once it "
             "starts. A job submitted without --output=logs/%x-%j.out writes elsewhere.",
         )
-    _write(output_file.read_text(encoding="utf-8", errors="replace"))
-
-
-def _write(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    console.show_text(read_text(output_file, "job output", errors="replace"))
 
 
 def _show_waiting(info: JobInfo) -> None:

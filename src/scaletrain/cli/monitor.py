@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder, find_run
+from scaletrain.launch.local_run import read_run_record
 from scaletrain.observe.plots import plot_monitor, plots_available
 from scaletrain.observe.samples import Sample, read_run_samples
 from scaletrain.observe.usage import Finding, Usage, find_problems, summarize, window
@@ -47,10 +47,10 @@ def monitor(
     samples = _samples(folder)
     if _is_live(folder, samples):
         if once:
-            console.console.print(_live_view(folder, samples))
+            console.show(_live_view(folder, samples))
             return
         try:
-            with Live(_live_view(folder, samples), console=console.console) as live:
+            with Live(_live_view(folder, samples), console=console.results()) as live:
                 while _is_live(folder, samples):
                     time.sleep(refresh)
                     samples = _samples(folder)
@@ -82,7 +82,8 @@ def _is_live(folder: RunFolder, samples: dict[str, list[Sample]]) -> bool:
     newest = max(node[-1].time for node in samples.values())
     interval = max(_interval(node) for node in samples.values())
     # A local run's record gets "finished" when torchrun has ended (Slurm jobs have none).
-    ended = folder.run_record.is_file() and "finished" in json.loads(folder.run_record.read_text())
+    record = read_run_record(folder)
+    ended = record is not None and record.finished is not None
     return not ended and time.time() - newest < max(_STALE_INTERVALS * interval, 10.0)
 
 
@@ -152,8 +153,8 @@ def _show_summary(folder: RunFolder, samples: dict[str, list[Sample]]) -> None:
         f"{folder.name}: {len(usage.nodes)} node(s), {len(usage.ranks)} rank(s), "
         f"{duration:.0f} s sampled (means; memory: peaks)"
     )
-    console.console.print(_usage_table(usage, title))
-    console.console.print(_findings_text(find_problems(usage)))
+    console.show(_usage_table(usage, title))
+    console.show(_findings_text(find_problems(usage)))
     if plots_available():
         path = plot_monitor(samples, folder.report / "monitor.png")
         console.info(f"plot     {path}")

@@ -2,45 +2,52 @@
 
 from __future__ import annotations
 
-import json
-import os
+from datetime import datetime
+from pathlib import Path
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
+from scaletrain.cli.common import JSON_OPTION, process_environ
 from scaletrain.cli.request_options import request_options
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.clusters.slurm_time import describe_duration, format_slurm_time
 from scaletrain.core import console
-from scaletrain.launch.job_script import resource_options
+from scaletrain.core.run_folder import DEFAULT_RUNS_DIR, RunFolder, default_run_name
+from scaletrain.launch.job_script import JobOptions, resource_options
+from scaletrain.launch.prepare import prepare_job
 from scaletrain.planning.plan import Plan
-from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
 
 
 @request_options
-def plan(
-    ctx: typer.Context,
-    request: Request,
-    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
-) -> None:
+def plan(ctx: typer.Context, request: Request, as_json: bool = JSON_OPTION) -> None:
     """Plan a Slurm job for SCRIPT: partition, nodes, tasks, cores, memory, cost.
 
-    Writes nothing. Impossible or wasteful requests stop here with what to ask for instead.
+    Writes nothing. Checks what `scaletrain submit` checks, so impossible or wasteful requests
+    stop here with what to ask for instead.
 
     Example: [bold]scaletrain plan --cluster lumi --gpus 16 --time 2:00:00 train.py[/bold]
     """
-    decided = plan_job(request, load_profile(request.cluster, dict(os.environ)))
+    # The job script is rendered (and thrown away) so that every value is checked as submit
+    # would write it.
+    folder = RunFolder(DEFAULT_RUNS_DIR / default_run_name(request.script, datetime.now()))
+    prepared = prepare_job(
+        request,
+        load_profile(request.cluster, process_environ()),
+        run_folder=folder,
+        options=JobOptions(workdir=Path.cwd()),
+    )
+    decided = prepared.plan
     if as_json:
-        record = decided.to_dict() | {"sbatch_options": list(resource_options(decided))}
-        print(json.dumps(record, indent=2, ensure_ascii=False))
-        return
-    show_plan(decided)
+        console.show_json(decided.to_dict() | {"sbatch_options": list(resource_options(decided))})
+    else:
+        show_plan(decided)
+    for warning in decided.warnings:
+        console.warning(warning)
 
 
 def show_plan(decided: Plan) -> None:
-    """The decisions, the #SBATCH lines, the cost and the warnings, for people."""
+    """The decisions, the #SBATCH lines and the cost, on stdout."""
     processes = (
         f"Slurm starts {decided.tasks_per_node} task per node, {decided.mode} starts "
         f"{decided.gpus_per_node} processes in it"
@@ -85,42 +92,35 @@ def show_plan(decided: Plan) -> None:
     rows.extend(("export", f"{key}={value}") for key, value in decided.environment.items())
     if decided.setup:
         rows.append(("setup", "; ".join(decided.setup)))
-    table = Table(
-        title=f"plan: {decided.world_size} GPUs on {decided.cluster}",
-        title_justify="left",
-        show_header=False,
-    )
-    for label, text in rows:
-        table.add_row(label, escape(text))
-    console.console.print(table)
-    for option in resource_options(decided):
-        console.console.print(f"#SBATCH {option}", markup=False, highlight=False)
+    console.show(console.table(rows, title=f"plan: {decided.world_size} GPUs on {decided.cluster}"))
+    console.show_text("".join(f"#SBATCH {option}\n" for option in resource_options(decided)))
     if decided.memory_estimates:
         show_memory(decided)
-    for warning in decided.warnings:
-        console.warning(warning)
 
 
 def show_memory(decided: Plan) -> None:
     """Memory per GPU under each strategy, and the suggested one, for the requested model."""
     parameters = decided.model_parameters or 0
-    table = Table(
-        title=f"memory per GPU: {parameters / 1e9:.3g} B parameters, {decided.world_size} × "
-        f"{decided.gpu_memory_gb:g} GB",
-        title_justify="left",
-    )
-    for column in ("strategy", "model states", "activations", "total", "fits"):
-        table.add_column(column, justify="left" if column == "strategy" else "right")
+    rows: list[tuple[console.Piece, ...]] = []
     for estimate in decided.memory_estimates:
         activations = estimate.activations_gb
-        table.add_row(
-            estimate.strategy,
-            f"{estimate.model_states_gb:,.1f} GB",
-            "?" if activations is None else f"{activations:,.1f} GB",
-            f"{estimate.total_gb:,.1f} GB",
-            "yes" if estimate.fits else "[error]no[/error]",
+        rows.append(
+            (
+                estimate.strategy,
+                f"{estimate.model_states_gb:,.1f} GB",
+                "?" if activations is None else f"{activations:,.1f} GB",
+                f"{estimate.total_gb:,.1f} GB",
+                "yes" if estimate.fits else ("no", "error"),
+            )
         )
-    console.console.print(table)
+    console.show(
+        console.table(
+            rows,
+            title=f"memory per GPU: {parameters / 1e9:.3g} B parameters, "
+            f"{decided.world_size} × {decided.gpu_memory_gb:g} GB",
+            columns=("strategy", "model states", "activations", "total", "fits"),
+        )
+    )
     if decided.memory_estimates[0].activations_gb is None:
         console.info("activations not counted: give --layers, --width and --seq-len too")
     if decided.suggested_strategy is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 
+from scaletrain.cli.common import SCRIPT_ARGUMENT, script_arguments
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.planning.memory import ModelSize, parse_count
 from scaletrain.planning.modes import DEFAULT_MODE, launch_modes
@@ -23,11 +24,17 @@ _PRECISIONS = ("bf16", "fp16", "fp32")
 
 
 def _request_parameters(
-    script: str = typer.Argument(..., help="Your training script; arguments after it go to it."),
+    script: str = SCRIPT_ARGUMENT,
     cluster: str = typer.Option(
         ..., "--cluster", "-c", envvar="SCALETRAIN_CLUSTER", help="Cluster profile, e.g. lumi."
     ),
-    time: str = typer.Option(..., "--time", "-t", help="Wall time: 2:00:00, 1-12:00:00, 30."),
+    time: str = typer.Option(
+        ...,
+        "--time",
+        "-t",
+        help="Wall time: H:MM:SS (2:00:00), D-HH:MM:SS, or minutes (30); Slurm reads 1:00 "
+        "as one minute.",
+    ),
     gpus: int | None = typer.Option(None, "--gpus", "-g", help="GPUs in total (whole nodes)."),
     nodes: int | None = typer.Option(None, "--nodes", "-N", help="Nodes (with --gpus-per-node)."),
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="GPUs on each node."),
@@ -131,7 +138,7 @@ def _model_size(values: dict[str, Any]) -> ModelSize | None:
 def _request(ctx: typer.Context, values: dict[str, Any]) -> Request:
     model = _model_size(values)
     fields = {_FIELD_NAMES.get(name, name): value for name, value in values.items()}
-    return Request(script_args=tuple(ctx.args), model=model, **fields)
+    return Request(script_args=script_arguments(ctx, fields["script"]), model=model, **fields)
 
 
 def request_options(command: Callable[..., None]) -> Callable[..., None]:

@@ -8,13 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from scaletrain.checkpoint.layout import CheckpointStore
-from scaletrain.cli.common import MONITOR_INTERVAL_OPTION, PROFILE_OPTION, RUNS_DIR_OPTION
+from scaletrain.cli.common import (
+    JSON_OPTION,
+    MONITOR_INTERVAL_OPTION,
+    PROFILE_OPTION,
+    RUNS_DIR_OPTION,
+    SCRIPT_ARGUMENT,
+    script_arguments,
+    summary_value,
+)
 from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.core import console
-from scaletrain.core.progress_line import format_value
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.files import read_text
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.variables import PROFILE
 from scaletrain.launch.local_run import LocalRunResult
@@ -26,7 +34,7 @@ DEFAULT_MAX_RESTARTS = 3
 
 def run(
     ctx: typer.Context,
-    script: Path = typer.Argument(..., help="Your training script; arguments after it go to it."),
+    script: str = SCRIPT_ARGUMENT,
     nproc: str = typer.Option(
         "1",
         "--nproc",
@@ -38,7 +46,8 @@ def run(
         None,
         "--name",
         envvar="SCALETRAIN_RUN_NAME",
-        help="Run name (folder under --runs-dir). Default: <script>-<date>-<time>.",
+        help="Run name (folder under --runs-dir); the same name continues that run. "
+        "Default: <script>-<date>-<time>.",
     ),
     runs_dir: Path = RUNS_DIR_OPTION,
     max_restarts: int = typer.Option(
@@ -52,19 +61,27 @@ def run(
     ),
     monitor_interval: float = MONITOR_INTERVAL_OPTION,
     profile: str | None = PROFILE_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Run a training script as N processes on this machine.
 
     Starts SCRIPT with torch.distributed.run and records the run in runs/<name>/: per-rank
-    logs, metrics and a summary. Everything after SCRIPT is passed to it unchanged.
+    logs, metrics and a summary. The arguments after SCRIPT are passed to it unchanged; put
+    scaletrain's own options before SCRIPT. Rank 0's output and then the summary go to
+    stdout; with --json the summary alone (rank 0's output then goes to stderr).
 
     Example: [bold]scaletrain run --nproc 2 examples/mnist/train.py --epochs 3[/bold]
     """
+    if max_restarts < 0:
+        raise ScaletrainError(
+            f"--max-restarts {max_restarts} is negative.", "give --max-restarts 0 or more."
+        )
+    args = script_arguments(ctx, script)
     started = time.time()
     spec = parse_profile(profile) if profile else None
     folder, result = start_local(
-        str(script),
-        args=ctx.args,
+        script,
+        args=args,
         nproc=nproc,
         name=name,
         runs_dir=runs_dir,
@@ -72,48 +89,81 @@ def run(
         monitor_interval_s=monitor_interval or None,
         instrumented=spec is not None,
         variables={PROFILE: spec.to_text()} if spec else None,
+        output_to_stderr=as_json,
     )
-    stopped = _stopped_since(folder, started)
-    _show_end(folder, result, stopped)
+    stopped = _since(folder.stopped_marker, started)
+    summary = _read_json(folder.metrics / "summary.json")
+    fields: dict[str, Any] = {
+        "run": folder.name,
+        "status": _status(result, stopped)[0],
+        "exit_code": result.exit_code,
+        "duration_s": round(result.duration_s, 3),
+        "summary": summary,
+        "summary_is_new": _since(folder.metrics / "summary.json", started) is not None,
+        "checkpoint": _latest_checkpoint(folder),
+        "folder": str(folder.root),
+    }
+    if as_json:
+        console.show_json(fields)
+    else:
+        _show_end(fields, result, stopped)
+    if result.exit_code != 0 and stopped is None:
+        show_other_ranks(folder, tracebacks_only=True)
     # A clean stop resumes with the same command: not a failure, even when torchrun itself
     # got the SIGTERM (it then exits non-zero after its processes saved and exited 0).
     raise typer.Exit(0 if stopped else result.exit_code)
 
 
-def _stopped_since(folder: RunFolder, started: float) -> dict[str, Any] | None:
-    """What stopped.json says, if this run (not an earlier one) wrote it."""
-    marker = folder.stopped_marker
-    if marker.is_file() and marker.stat().st_mtime >= started:
-        stopped: dict[str, Any] = json.loads(marker.read_text())
-        return stopped
+def _since(path: Path, started: float) -> dict[str, Any] | None:
+    """What a JSON file of the run says, if this launch (not an earlier one) wrote it."""
+    if path.is_file() and path.stat().st_mtime >= started:
+        return _read_json(path)
     return None
 
 
-def _show_end(folder: RunFolder, result: LocalRunResult, stopped: dict[str, Any] | None) -> None:
-    table = Table(title=f"run {folder.name}", show_header=False, title_justify="left")
-    table.add_row("status", _status(result, stopped))
-    table.add_row("duration", f"{result.duration_s:.1f} s")
-    summary_file = folder.metrics / "summary.json"
-    if summary_file.is_file():
-        for key, value in json.loads(summary_file.read_text()).items():
-            table.add_row(
-                key, format_value(value) if isinstance(value, float | list) else str(value)
-            )
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object the run wrote; None when missing or unreadable (never an error here:
+    the run itself is over, and its result must still be shown)."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(read_text(path, "run file"))
+    except (ScaletrainError, json.JSONDecodeError):
+        console.warning(f"{path} is not readable JSON; left as it is.")
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _latest_checkpoint(folder: RunFolder) -> str | None:
     latest = CheckpointStore(folder.checkpoints).latest()
-    if latest is not None:
-        table.add_row("checkpoint", f"{latest}/")
-    table.add_row("folder", f"{folder.root}/")
-    console.console.print(table)
-    if result.exit_code != 0 and stopped is None:
-        show_other_ranks(folder, tracebacks_only=True)
+    return f"{latest}/" if latest is not None else None
 
 
-def _status(result: LocalRunResult, stopped: dict[str, Any] | None) -> str:
+def _show_end(
+    fields: dict[str, Any], result: LocalRunResult, stopped: dict[str, Any] | None
+) -> None:
+    rows: list[tuple[str, console.Piece]] = [
+        ("status", _status(result, stopped)),
+        ("duration", f"{result.duration_s:.1f} s"),
+    ]
+    summary = fields["summary"] or {}
+    if summary and not fields["summary_is_new"]:
+        rows.append(("summary", ("from an earlier launch (this one trained no step)", "muted")))
+    for key, value in summary.items():
+        rows.append((str(key), summary_value(value)))
+    if fields["checkpoint"]:
+        rows.append(("checkpoint", fields["checkpoint"]))
+    rows.append(("folder", f"{fields['folder']}/"))
+    console.show(console.table(rows, title=f"run {fields['run']}"))
+
+
+def _status(result: LocalRunResult, stopped: dict[str, Any] | None) -> tuple[str, str]:
     if stopped is not None:
         return (
-            f"[warning]stopped at step {stopped['step']} ({stopped['reason']}); "
-            "run the same command to resume[/warning]"
+            f"stopped at step {stopped.get('step', '?')} ({stopped.get('reason', '?')}); "
+            "run the same command to resume",
+            "warning",
         )
     if result.exit_code != 0:
-        return f"[error]failed (exit code {result.exit_code})[/error]"
-    return "[success]finished[/success]"
+        return f"failed (exit code {result.exit_code})", "error"
+    return "finished", "success"

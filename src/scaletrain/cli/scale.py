@@ -6,9 +6,9 @@ from datetime import datetime
 from pathlib import Path
 
 import typer
-from rich.markup import escape
+from rich.text import Text
 
-from scaletrain.cli.common import RUNS_DIR_OPTION
+from scaletrain.cli.common import JSON_OPTION, RUNS_DIR_OPTION, script_arguments, show_report
 from scaletrain.cli.local_launch import start_local
 from scaletrain.cli.scale_jobs import SlurmStudy, run_on_slurm
 from scaletrain.core import console
@@ -39,7 +39,13 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 def scale(
     ctx: typer.Context,
-    script: Path = typer.Argument(..., help="Your training script; arguments after it go to it."),
+    script: Path = typer.Argument(
+        ...,
+        metavar="SCRIPT [ARGS]...",
+        help="Your training script, then its own arguments (after -- if they are named like "
+        "scaletrain's options).",
+        show_default=False,
+    ),
     sizes: str = typer.Option(
         "1,2,4", "--sizes", help="Processes (locally) or nodes (--cluster) to measure."
     ),
@@ -73,6 +79,7 @@ def scale(
     ),
     no_check: bool = typer.Option(False, "--no-check", help="Slurm: skip the preflight check."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan and what it bills only."),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Scaling study: SCRIPT at 1, 2, 4, ... processes or nodes; speed-up and a prediction.
 
@@ -84,15 +91,16 @@ def scale(
 
     Example: [bold]scaletrain scale --sizes 1,2,4 --batch 256 train.py --batch-size {batch}[/bold]
     """
+    args = list(script_arguments(ctx, str(script)))
     design = StudyDesign(sizes=_sizes(sizes), weak=weak, batch=batch, warmup=warmup, timed=steps)
     for size in design.sizes:
-        design.script_args(ctx.args, size)  # {batch} without --batch fails before any run
+        design.script_args(args, size)  # {batch} without --batch fails before any run
     study_name = name or f"scale-{default_run_name(str(script), datetime.now())}"
     folder = RunFolder(runs_dir / study_name)
     kind = "weak" if weak else "strong"
     if cluster is None:
         console.heading(f"{study_name}: {kind} scaling of {script} at {sizes} local processes")
-        points = [_run_local(folder, script, ctx.args, size, design) for size in design.sizes]
+        points = [_run_local(folder, script, args, size, design, as_json) for size in design.sizes]
         unit, per_unit = "process", 1
     else:
         slurm_study = SlurmStudy(
@@ -100,7 +108,7 @@ def scale(
             account=account, mode=mode, budget=budget, preflight=not no_check,
         )  # fmt: skip
         console.heading(f"{study_name}: {kind} scaling of {script} on {sizes} node(s) of {cluster}")
-        found = run_on_slurm(slurm_study, folder, script, ctx.args, design, dry_run=dry_run)
+        found = run_on_slurm(slurm_study, folder, script, args, design, dry_run=dry_run)
         if found is None:
             return
         points, per_unit = found
@@ -114,7 +122,10 @@ def scale(
         predicted_sizes=predicted_sizes(design.sizes),
     )
     save_study(study, folder.report / "scaling.json")
-    console.console.print(escape("\n".join([*table_lines(study), "", *fit_lines(study)])))
+    if as_json:
+        show_report(folder.report / "scaling.json")
+    else:
+        console.show(Text("\n".join([*table_lines(study), "", *fit_lines(study)])))
     report = write_report(study, f"{script.name} ({study_name})", folder.report)
     console.info(f"report   {report} (with PNG plots beside it)")
 
@@ -125,7 +136,12 @@ _THREADS_PER_PROCESS = {"OMP_NUM_THREADS": "1"}
 
 
 def _run_local(
-    study: RunFolder, script: Path, args: list[str], size: int, design: StudyDesign
+    study: RunFolder,
+    script: Path,
+    args: list[str],
+    size: int,
+    design: StudyDesign,
+    output_to_stderr: bool,
 ) -> Point:
     folder, result = start_local(
         str(script),
@@ -136,6 +152,7 @@ def _run_local(
         monitor_interval_s=DEFAULT_INTERVAL_S,
         variables=_THREADS_PER_PROCESS | design.variables(),
         instrumented=True,
+        output_to_stderr=output_to_stderr,
     )
     if result.exit_code != 0:
         raise ScaletrainError(

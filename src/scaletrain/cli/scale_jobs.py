@@ -8,21 +8,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.markup import escape
-from rich.table import Table
-
 from scaletrain.cli.common import process_environ
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.clusters.slurm_time import format_slurm_time
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.launch.job_script import JobOptions, render_job_script
-from scaletrain.launch.submission import check_script, submit_job
+from scaletrain.launch.job_script import JobOptions
+from scaletrain.launch.prepare import PreparedJob, prepare_job
+from scaletrain.launch.submission import submit_job
 from scaletrain.observe.sampler import DEFAULT_INTERVAL_S
 from scaletrain.observe.scaling import Point, StudyDesign, measure
 from scaletrain.planning.plan import Plan
-from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
 from scaletrain.slurm import commands as slurm
 
@@ -41,16 +38,23 @@ class SlurmStudy:
     preflight: bool
 
 
-def _plans(
+def _sizes_folder(folder: RunFolder, size: int) -> RunFolder:
+    return RunFolder(folder.root / "sizes" / f"n{size}")
+
+
+def _prepared(
     study: SlurmStudy,
+    folder: RunFolder,
     script: Path,
     args: Sequence[str],
     design: StudyDesign,
+    options: JobOptions,
     environ: dict[str, str],
-) -> dict[int, Plan]:
+) -> dict[int, PreparedJob]:
+    """Each size's job, checked as `scaletrain submit` checks one (launch/prepare.py)."""
     profile = load_profile(study.cluster, environ)
     return {
-        size: plan_job(
+        size: prepare_job(
             Request(
                 cluster=study.cluster,
                 script=str(script),
@@ -63,6 +67,8 @@ def _plans(
                 account=study.account,
             ),
             profile,
+            run_folder=_sizes_folder(folder, size),
+            options=options,
         )
         for size in design.sizes
     }
@@ -70,9 +76,7 @@ def _plans(
 
 def _show_billing(plans: dict[int, Plan], budget: float | None) -> None:
     """Each job's cost for its whole time limit (the most it can bill), and the total."""
-    table = Table(title="what the study may bill", title_justify="left")
-    for column in ("nodes", "processes", "partition", "time limit", "billing"):
-        table.add_column(column)
+    rows = []
     total, unit = 0.0, ""
     for size, plan in plans.items():
         billing = plan.billing
@@ -81,9 +85,10 @@ def _show_billing(plans: dict[int, Plan], budget: float | None) -> None:
             total += billing.total_units
             unit = billing.unit
         limit = format_slurm_time(plan.time_seconds)
-        table.add_row(str(size), str(plan.world_size), plan.partition, limit, escape(cost))
-    table.add_row("all", "", "", "", f"at most {total:.4g} {unit}")
-    console.console.print(table)
+        rows.append((str(size), str(plan.world_size), plan.partition, limit, cost))
+    rows.append(("all", "", "", "", f"at most {total:.4g} {unit}"))
+    columns = ("nodes", "processes", "partition", "time limit", "billing")
+    console.show(console.table(rows, title="what the study may bill", columns=columns))
     console.info("  jobs run one after another and end after the study's steps, usually well "
                  "before their time limit")  # fmt: skip
     if budget is not None and total > budget:
@@ -113,24 +118,23 @@ def run_on_slurm(
     """Plan, show the billing, then submit and wait for each size; the points and the
     processes per node (None for --dry-run)."""
     environ = process_environ()
-    workdir = Path.cwd()
-    check_script(str(script), workdir)
-    plans = _plans(study, script, args, design, environ)
-    _show_billing(plans, study.budget)
-    if dry_run:
-        return None
-    points = []
     options = JobOptions(
-        workdir=workdir,
+        workdir=Path.cwd(),
         requeue=False,
         max_restarts=0,
         preflight=study.preflight,
         monitor_interval_s=DEFAULT_INTERVAL_S,
         instrument=tuple(design.variables().items()),
     )
-    for size, plan in plans.items():
-        run = RunFolder(folder.root / "sizes" / f"n{size}")
-        job_id = submit_job(plan, run, render_job_script(plan, run, options), environ)
+    prepared = _prepared(study, folder, script, args, design, options, environ)
+    plans = {size: job.plan for size, job in prepared.items()}
+    _show_billing(plans, study.budget)
+    if dry_run:
+        return None
+    points = []
+    for size, job in prepared.items():
+        run = _sizes_folder(folder, size)
+        job_id = submit_job(job, run, environ)
         console.info(f"  {size} node(s): job {job_id}, run folder {run.root}/")
         state = _wait(job_id, size, environ)
         if state != "COMPLETED":

@@ -1,37 +1,78 @@
-"""`scaletrain status`: the state of a run's current Slurm job and its latest progress."""
+"""`scaletrain status`: where a run stands, a Slurm job or a local launch, and its progress."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+import shlex
+import socket
 from pathlib import Path
+from typing import Any
 
-import typer
-from rich.table import Table
-
-from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, process_environ, submitted_run
+from scaletrain.cli.common import (
+    JSON_OPTION,
+    RUN_ARGUMENT,
+    RUNS_DIR_OPTION,
+    process_environ,
+    summary_value,
+)
 from scaletrain.core import console
+from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.files import read_text
 from scaletrain.core.progress_line import last_progress_line
+from scaletrain.core.run_folder import RunFolder, find_run
+from scaletrain.launch.local_run import RunRecord, read_run_record
 from scaletrain.slurm import commands as slurm
-from scaletrain.slurm.history import job_output_file, requeue_count
-from scaletrain.slurm.output import JobInfo
+from scaletrain.slurm.history import (
+    JobEvent,
+    current_job,
+    job_output_file,
+    read_job_events,
+    requeue_count,
+    require_current_job,
+)
+
+# A row of the table: label, then the value's pieces (text, or (text, style)).
+Row = tuple[str, console.Piece]
 
 
 def status(
     run_name: str | None = RUN_ARGUMENT,
     runs_dir: Path = RUNS_DIR_OPTION,
-    as_json: bool = typer.Option(False, "--json", help="Print the status as JSON on stdout."),
+    as_json: bool = JSON_OPTION,
 ) -> None:
-    """Show the state of a run's Slurm job: state, reason, time, nodes, restarts, progress.
+    """Show where a run stands (its Slurm job or local launch) and its latest progress.
+
+    For a Slurm job: state and reason, time, nodes, requeues. For `scaletrain run`: running,
+    finished, failed or stopped, and the summary.
 
     Example: [bold]scaletrain status[/bold] (the newest run) or [bold]scaletrain status
     mnist-20261123-070302[/bold]
     """
-    folder, events, job_id = submitted_run(runs_dir, run_name)
+    folder = find_run(runs_dir, run_name)
+    events = read_job_events(folder)
+    job, record = current_job(events), read_run_record(folder)
+    if record is not None and (job is None or record.started > job.time):
+        fields, rows = _local(folder, record)
+    else:
+        _, job = require_current_job(folder)
+        fields, rows = _slurm(folder, events, job)
+    if as_json:
+        console.show_json(fields)
+        return
+    console.show(console.table(rows, title=f"run {folder.name}"))
+
+
+def _slurm(
+    folder: RunFolder, events: tuple[JobEvent, ...], job: JobEvent
+) -> tuple[dict[str, Any], list[Row]]:
+    job_id = job.job_id
     info = slurm.job_info(job_id, environ=process_environ())
     output_file = job_output_file(folder, job_id)
-    fields: dict[str, object] = {
+    restarts = info.restarts if info and info.restarts is not None else None
+    fields: dict[str, Any] = {
         "run": folder.name,
+        "where": "slurm",
         "job_id": job_id,
         "state": info.state if info else "UNKNOWN",
         "reason": info.reason if info else "",
@@ -39,34 +80,114 @@ def status(
         "time_limit": info.time_limit if info else "",
         "num_nodes": info.num_nodes if info else None,
         "nodelist": info.nodelist if info else "",
-        "restarts": (
-            info.restarts if info and info.restarts is not None else requeue_count(events, job_id)
-        ),
+        "restarts": restarts if restarts is not None else requeue_count(events, job_id),
         "progress": last_progress_line(folder.metrics / "train.jsonl"),
         "output": str(output_file) if output_file else None,
+        "folder": str(folder.root),
     }
-    if as_json:
-        print(json.dumps(fields))
-        return
-    _show(fields, info)
-
-
-def _show(fields: Mapping[str, object], info: JobInfo | None) -> None:
-    table = Table(title=f"run {fields['run']}", show_header=False, title_justify="left")
-    table.add_row("job", str(fields["job_id"]))
+    rows: list[Row] = [("job", job_id)]
     if info is None:
-        table.add_row(
-            "state",
-            "[warning]unknown[/warning]: Slurm no longer knows this job (it ended a while "
-            "ago and this site keeps no accounting)",
-        )
+        rows.append(
+            (
+                "state",
+                ("unknown: Slurm no longer knows this job (it ended a while ago and this "
+                 "site keeps no accounting)", "warning"),
+            )
+        )  # fmt: skip
+        no_output = f"- (none in {folder.logs}/)"
     else:
         style = "info" if info.is_active else "success" if info.state == "COMPLETED" else "error"
-        table.add_row("state", f"[{style}]{info.state_with_reason}[/{style}]")
-        table.add_row("time", f"{info.elapsed or '-'} of {info.time_limit or '-'}")
         nodes = f"{info.num_nodes} ({info.nodelist})" if info.nodelist else str(info.num_nodes)
-        table.add_row("nodes", nodes)
-    table.add_row("restarts", str(fields["restarts"]))
-    table.add_row("progress", str(fields["progress"] or "-"))
-    table.add_row("output", str(fields["output"] or "- (the job has not started yet)"))
-    console.console.print(table)
+        rows += [
+            ("state", (info.state_with_reason, style)),
+            ("time", f"{info.elapsed or '-'} of {info.time_limit or '-'}"),
+            ("nodes", nodes),
+        ]
+        no_output = (
+            "- (the job has not started yet)"
+            if info.state == "PENDING"
+            else f"- (none in {folder.logs}/)"
+        )
+    rows += [
+        ("restarts", str(fields["restarts"])),
+        ("progress", fields["progress"] or "-"),
+        ("output", fields["output"] or no_output),
+    ]
+    return fields, rows
+
+
+def _local(folder: RunFolder, record: RunRecord) -> tuple[dict[str, Any], list[Row]]:
+    state, style = _local_state(folder, record)
+    fields: dict[str, Any] = {
+        "run": folder.name,
+        "where": "local",
+        "host": record.host,
+        "command": list(record.program),
+        "state": state,
+        "started": record.started,
+        "finished": record.finished,
+        "exit_code": record.exit_code,
+        "duration_s": record.duration_s,
+        "progress": last_progress_line(folder.metrics / "train.jsonl"),
+        "summary": _summary(folder),
+        "folder": str(folder.root),
+    }
+    rows: list[Row] = [
+        ("where", f"this machine ({record.host})" if _here(record) else record.host),
+        ("command", shlex.join(record.program)),
+        ("state", (state, style)),
+        ("started", record.started or "-"),
+        ("finished", record.finished or "-"),
+        ("progress", fields["progress"] or "-"),
+    ]
+    rows += [(str(name), summary_value(value)) for name, value in (fields["summary"] or {}).items()]
+    rows.append(("logs", f"{folder.logs}/rank-<N>.out|.err"))
+    return fields, rows
+
+
+def _local_state(folder: RunFolder, record: RunRecord) -> tuple[str, str]:
+    """What the launch is doing or how it ended, and the style to show it in."""
+    if record.finished is None:
+        if _here(record) and record.pid is not None and _alive(record.pid):
+            return f"running (scaletrain pid {record.pid})", "info"
+        return "ended without recording how (killed, or its machine stopped)", "warning"
+    stopped = _json_or_none(folder.stopped_marker)
+    if stopped is not None:
+        return (
+            f"stopped at step {stopped.get('step', '?')} ({stopped.get('reason', '?')}); "
+            "run the same command to resume",
+            "warning",
+        )
+    if record.exit_code == 0:
+        return "finished", "success"
+    return f"failed (exit code {record.exit_code})", "error"
+
+
+def _summary(folder: RunFolder) -> dict[str, Any] | None:
+    return _json_or_none(folder.metrics / "summary.json")
+
+
+def _json_or_none(path: Path) -> dict[str, Any] | None:
+    """A small JSON object the run wrote, or None if it is not there or not readable."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(read_text(path, "run file"))
+    except (ScaletrainError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _here(record: RunRecord) -> bool:
+    return record.host == socket.gethostname()
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of ours has this pid (0 and below would mean process groups)."""
+    if not 0 < pid < 2**22:
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError:  # gone, or another user's process has the pid now
+        return False
+    return True

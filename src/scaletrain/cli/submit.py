@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from scaletrain.cli.common import (
+    JSON_OPTION,
     MONITOR_INTERVAL_OPTION,
     PROFILE_OPTION,
     RUNS_DIR_OPTION,
@@ -19,11 +20,11 @@ from scaletrain.clusters.catalog import load_profile
 from scaletrain.core import console
 from scaletrain.core.run_folder import RunFolder, default_run_name
 from scaletrain.core.variables import PROFILE
-from scaletrain.launch.job_script import JobOptions, render_job_script
+from scaletrain.launch.job_script import JobOptions
+from scaletrain.launch.prepare import prepare_job
 from scaletrain.launch.shell_text import check_job_name
-from scaletrain.launch.submission import check_continuation, check_script, submit_job
+from scaletrain.launch.submission import check_continuation, submit_job
 from scaletrain.observe.profile_spec import parse_profile
-from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
 
 
@@ -62,23 +63,21 @@ def submit(
     ),
     monitor_interval: float = MONITOR_INTERVAL_OPTION,
     profile: str | None = PROFILE_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Submit SCRIPT as a Slurm job: plan it, write runs/<name>/job.sbatch, sbatch it.
 
     The job checks every rank first, trains, and before the time limit saves a checkpoint
-    and requeues itself. Follow it with [bold]scaletrain logs -f NAME[/bold].
+    and requeues itself. Follow it with [bold]scaletrain logs -f NAME[/bold]. Prints the job
+    id on stdout.
 
     Example: [bold]scaletrain submit -c lumi --gpus 16 -t 2:00:00 --name mnist train.py[/bold]
     """
     environ = process_environ()
-    run_name = name or default_run_name(request.script, datetime.now())
-    check_job_name(run_name, "run name")
-    folder = RunFolder(runs_dir / run_name)
-    workdir = Path.cwd()
-    check_script(request.script, workdir)
-    decided = plan_job(request, load_profile(request.cluster, environ))
+    run_name = check_job_name(name, "run name") if name else None
+    folder = RunFolder(runs_dir / (run_name or default_run_name(request.script, datetime.now())))
     options = JobOptions(
-        workdir=workdir,
+        workdir=Path.cwd(),
         requeue=not no_requeue,
         max_requeues=max_requeues,
         stop_margin_s=stop_margin,
@@ -87,15 +86,20 @@ def submit(
         monitor_interval_s=monitor_interval or None,
         instrument=((PROFILE, parse_profile(profile).to_text()),) if profile else (),
     )
-    job_script = render_job_script(decided, folder, options)
-    for warning in decided.warnings:
+    prepared = prepare_job(
+        request, load_profile(request.cluster, environ), run_folder=folder, options=options
+    )
+    for warning in prepared.plan.warnings:
         console.warning(warning)
     if dry_run:
-        print(job_script, end="")
+        console.show_text(prepared.job_script)
         return
-    check_continuation(folder, decided, environ)
-    job_id = submit_job(decided, folder, job_script, environ)
-    print(job_id)
+    check_continuation(folder, prepared.plan, environ)
+    job_id = submit_job(prepared, folder, environ)
+    if as_json:
+        console.show_json({"run": folder.name, "job_id": job_id, "folder": str(folder.root)})
+    else:
+        console.show_text(f"{job_id}\n")
     _show_submitted(folder, job_id, runs_dir)
 
 
@@ -105,4 +109,4 @@ def _show_submitted(folder: RunFolder, job_id: str, runs_dir: Path) -> None:
     # The next commands as the user can type them (they find the run under the same folder).
     where = "" if runs_dir == Path("runs") else f" --runs-dir {shlex.quote(str(runs_dir))}"
     for what, command in (("follow", "logs -f"), ("status", "status"), ("cancel", "cancel")):
-        console.info(f"  {what:<8} scaletrain {command} {folder.name}{where}")
+        console.info(f"  {what:<8} scaletrain {command} {shlex.quote(folder.name)}{where}")

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from scaletrain.clusters.schema import ClusterProfile
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.files import read_text
 from scaletrain.core.toml_text import TomlError, parse_toml
 
 if TYPE_CHECKING:
@@ -75,7 +76,11 @@ def load_profile(name: str, environ: Mapping[str, str]) -> ClusterProfile:
 
 def read_profile(profile_file: ProfileFile) -> ClusterProfile:
     """Parse and validate one file; errors name the file, the field and the fix."""
-    text = profile_file.location.read_text(encoding="utf-8")
+    location = profile_file.location
+    if isinstance(location, Path):  # the user's file: anything may be wrong with it
+        text = read_text(location, "cluster profile")
+    else:
+        text = location.read_text(encoding="utf-8")
     return profile_from_text(profile_file.name, text, where=str(profile_file.location))
 
 
@@ -87,6 +92,13 @@ def profile_from_text(name: str, text: str, *, where: str) -> ClusterProfile:
         raise ProfileError(
             f"{where} is not valid TOML: {error}.", "fix the syntax at that line and column."
         ) from None
+    broken = _line_breaks(data)
+    if broken:
+        raise ProfileError(
+            f"{where}: {broken} holds a line break or control character; job scripts take "
+            "each value as one line.",
+            "write that value on one line (setup takes a list: one item per shell line).",
+        )
     for derived in ("name", "source"):
         if derived in data:
             raise ProfileError(
@@ -100,6 +112,24 @@ def profile_from_text(name: str, text: str, *, where: str) -> ClusterProfile:
         raise ProfileError(
             f"{where}: {problems}.", f"correct the named field(s); the schema is in {SCHEMA_DOC}."
         ) from None
+
+
+def _line_breaks(value: Any, path: str = "") -> str | None:
+    """The first field (or key) whose text holds a control character other than a tab."""
+    if isinstance(value, str):
+        return path if any((ord(c) < 32 and c != "\t") or c == "\x7f" for c in value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            found = _line_breaks(str(key), where) or _line_breaks(item, where)
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _line_breaks(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
 
 
 def _describe(detail: Mapping[str, Any]) -> str:

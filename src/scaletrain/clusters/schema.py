@@ -86,9 +86,17 @@ class Slurm(_Section):
     @field_validator("gpu_request")
     @classmethod
     def _has_placeholder(cls, option: str | None) -> str | None:
+        example = "'--gpus-per-node={gpus}'"
         if option is not None and (not option.startswith("--") or "{gpus}" not in option):
-            example = "'--gpus-per-node={gpus}'"
             raise ValueError(f"{option!r} must be an sbatch option with {{gpus}}, e.g. {example}")
+        if option is not None:
+            try:
+                option.format(gpus=1)
+            except (KeyError, IndexError, ValueError):
+                raise ValueError(
+                    f"{option!r} may hold no braces but {{gpus}} (write the GPU model itself, "
+                    f"e.g. '--gres=gpu:v100:{{gpus}}')"
+                ) from None
         return option
 
 

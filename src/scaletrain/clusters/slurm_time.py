@@ -41,6 +41,22 @@ def parse_slurm_time(text: str) -> int:
     return total
 
 
+def minutes_seconds_warning(text: str) -> str | None:
+    """A warning when Slurm reads `text` as minutes:seconds (`1:00` is one minute, where
+    people often mean an hour); None for every other spelling."""
+    value = text.strip()
+    parts = _WITHOUT_DAYS.match(value)
+    if parts is None or parts.group(2) is None or parts.group(3) is not None:
+        return None
+    minutes, seconds = int(parts.group(1)), int(parts.group(2))
+    total = minutes * _MINUTE + seconds
+    return (
+        f"Slurm reads --time {value} as minutes:seconds, {format_slurm_time(total)} "
+        f"({describe_duration(total)}); for {minutes} hour(s) write --time "
+        f"{minutes}:{seconds:02d}:00."
+    )
+
+
 def format_slurm_time(seconds: int) -> str:
     """`1:00:00` below a day, `2-00:00:00` from a day on, as in the sites' sbatch examples."""
     days, rest = divmod(seconds, _DAY)

@@ -105,6 +105,17 @@ class RunFolder:
             folder.mkdir(parents=True, exist_ok=True)
         return self
 
+    def check_can_create(self) -> None:
+        """Fail now, not halfway through writing, when a file stands where a folder must be."""
+        for ancestor in (self.root, *self.root.parents):
+            if ancestor.exists():
+                if not ancestor.is_dir():
+                    raise ScaletrainError(
+                        f"{ancestor} is a file, so the run folder {self.root} cannot be made.",
+                        "give --runs-dir a folder (or a path where one can be made).",
+                    )
+                return
+
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> RunFolder | None:
         """The run folder a launcher chose for this process, if any."""

@@ -14,6 +14,10 @@ from scaletrain.core.toml_text import parse_toml
 
 RUN_DIR = "SCALETRAIN_RUN_DIR"
 """The run folder, set by `scaletrain run` and generated jobs, read once by `st.init()`."""
+TMPDIR = "TMPDIR"
+"""`scaletrain run`: a temporary folder of the run's own, removed when the run ends."""
+TORCHINDUCTOR_CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
+"""`scaletrain run`: torch.compile's cache, kept outside the run's TMPDIR (it outlives runs)."""
 EXPECTED_CPU_MASKS = "SCALETRAIN_EXPECTED_CPU_MASKS"
 EXPECTED_GPUS_PER_NODE = "SCALETRAIN_EXPECTED_GPUS_PER_NODE"
 DATALOADER_WORKERS = "SCALETRAIN_DATALOADER_WORKERS"

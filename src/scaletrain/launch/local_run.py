@@ -6,13 +6,16 @@ builds its command line, prepares the run folder and records how the run ended.
 
 from __future__ import annotations
 
+import getpass
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,8 +26,11 @@ from types import FrameType
 from scaletrain import __version__
 from scaletrain.core import variables
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.files import read_text
 from scaletrain.core.run_folder import RunFolder, default_run_name
+from scaletrain.launch.shell_text import check_job_name
 from scaletrain.planning.modes import launch_mode
+from scaletrain.runtime.child_processes import die_with_parent
 
 # Splits torchrun's options from the script and its arguments (see torchrun/entry.py).
 SEPARATOR = "--"
@@ -45,12 +51,59 @@ class LocalLaunch:
     """Restarts of all processes after one fails; each restart resumes from the newest
     checkpoint when the script uses a scaletrain Checkpointer."""
     python: str = field(default=sys.executable)
+    scratch: Path
+    """The run's own TMPDIR: made when it starts, removed with what is in it when it ends, so
+    that what killed processes leave there (multiprocessing's pymp-* folders, torchrun's
+    logs) does not outlive the run."""
 
 
 @dataclass(frozen=True, slots=True)
 class LocalRunResult:
     exit_code: int
     duration_s: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRecord:
+    """What run.json says about the newest local launch of a run."""
+
+    command: tuple[str, ...]
+    host: str = ""
+    pid: int | None = None
+    started: str = ""
+    finished: str | None = None
+    exit_code: int | None = None
+    duration_s: float | None = None
+
+    @property
+    def program(self) -> tuple[str, ...]:
+        """The script (or module) and its arguments, as the user gave them."""
+        if SEPARATOR in self.command:
+            return self.command[self.command.index(SEPARATOR) + 1 :]
+        return ()
+
+
+def read_run_record(folder: RunFolder) -> RunRecord | None:
+    """The run's run.json (None for a run never started here); a damaged one is an error."""
+    if not folder.run_record.exists():
+        return None
+    from pydantic import TypeAdapter, ValidationError
+
+    text = read_text(folder.run_record, "run record")
+    try:
+        return TypeAdapter(RunRecord).validate_python(json.loads(text))
+    except json.JSONDecodeError as error:
+        problem = f"not JSON ({error})"
+    except ValidationError as error:
+        problem = "; ".join(
+            f"{'.'.join(str(part) for part in detail['loc']) or 'the file'}: {detail['msg']}"
+            for detail in error.errors()
+        )
+    raise ScaletrainError(
+        f"{folder.run_record} is not a run record scaletrain can read: {problem}.",
+        "it only records how `scaletrain run` started this run: move it away (the next "
+        "`scaletrain run` writes a new one); checkpoints, logs and metrics are unaffected.",
+    )
 
 
 def local_launch(
@@ -66,13 +119,16 @@ def local_launch(
     """A checked local launch of a script (or module) into runs_dir/<name>; the name defaults
     to `<script>-<date>-<time>`."""
     stem = program.rsplit(".", 1)[-1] if as_module else Path(program).stem
+    run_name = check_job_name(name, "run name") if name else None
+    folder = RunFolder(runs_dir / (run_name or default_run_name(stem, datetime.now())))
     launch = LocalLaunch(
         program=program,
         as_module=as_module,
         script_args=args,
         nproc=nproc,
-        run_folder=RunFolder(runs_dir / (name or default_run_name(stem, datetime.now()))),
+        run_folder=folder,
         max_restarts=max_restarts,
+        scratch=Path(tempfile.gettempdir()) / f"scaletrain-{folder.name}-{os.getpid()}",
     )
     check_launchable(launch)
     return launch
@@ -137,15 +193,32 @@ def launch_variables(launch: LocalLaunch, environ: Mapping[str, str], cpus: int)
     if "OMP_NUM_THREADS" not in environ and launch.nproc.isdigit():
         # torchrun would set 1; an equal share of the cores is faster on CPU runs.
         added["OMP_NUM_THREADS"] = str(max(1, cpus // int(launch.nproc)))
-    return {name: value for name, value in added.items() if name not in environ}
+    # torch.compile keeps its cache where it would without the run's own TMPDIR.
+    added[variables.TORCHINDUCTOR_CACHE_DIR] = str(launch.scratch.parent / _inductor_folder())
+    kept = {name: value for name, value in added.items() if name not in environ}
+    return kept | {variables.TMPDIR: str(launch.scratch)}
+
+
+def _inductor_folder() -> str:
+    """torch's default cache folder name under the temporary folder: torchinductor_<user>."""
+    try:
+        return f"torchinductor_{getpass.getuser()}"
+    except (KeyError, OSError):  # no user name (a container without /etc/passwd entry)
+        return "torchinductor"
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def run_local(launch: LocalLaunch, variables: Mapping[str, str]) -> LocalRunResult:
-    """Start torchrun, forward SIGINT/SIGTERM to it, wait, and record the run in run.json."""
+def run_local(
+    launch: LocalLaunch, variables: Mapping[str, str], *, output_to_stderr: bool = False
+) -> LocalRunResult:
+    """Start torchrun, forward SIGINT/SIGTERM to it, wait, and record the run in run.json.
+
+    `output_to_stderr`: what the processes print goes to stderr, leaving stdout to the
+    command's own result (`--json`).
+    """
     folder = launch.run_folder.create()
     command = torchrun_command(launch)
     record: dict[str, object] = {
@@ -153,13 +226,23 @@ def run_local(launch: LocalLaunch, variables: Mapping[str, str]) -> LocalRunResu
         "command": command,
         "nproc": launch.nproc,
         "host": socket.gethostname(),
+        "pid": os.getpid(),
         "scaletrain_version": __version__,
         "started": _now(),
         "variables": dict(variables),
     }
     folder.run_record.write_text(json.dumps(record, indent=2) + "\n")
     started = time.perf_counter()
-    child = subprocess.Popen(command, env={**os.environ, **variables})
+    launch.scratch.mkdir(parents=True, exist_ok=True)
+    # torchrun ends its training processes when it ends; it ends when this process does,
+    # even when this one is killed outright (no signal to forward then).
+    parent = os.getpid()
+    child = subprocess.Popen(
+        command,
+        env={**os.environ, **variables},
+        stdout=sys.stderr if output_to_stderr else None,
+        preexec_fn=lambda: die_with_parent(parent, sent=signal.SIGTERM),
+    )
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         child.send_signal(signum)
@@ -170,6 +253,7 @@ def run_local(launch: LocalLaunch, variables: Mapping[str, str]) -> LocalRunResu
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        shutil.rmtree(launch.scratch, ignore_errors=True)
     duration = time.perf_counter() - started
     record |= {"finished": _now(), "exit_code": exit_code, "duration_s": round(duration, 3)}
     folder.run_record.write_text(json.dumps(record, indent=2) + "\n")

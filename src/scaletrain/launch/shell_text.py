@@ -21,8 +21,9 @@ from scaletrain.core.errors import ScaletrainError
 # cannot end the `#SBATCH` comment: time 1-00:00:00, gres gpu:v100:4, signal B:USR1@300,
 # output logs/%x-%j.out, lists 0xfe,0xfe00.
 _SBATCH_OPTION = re.compile(r"--[a-z][a-z-]*(=[A-Za-z0-9_.:,@%+/=-]+)?")
-# Slurm writes the job name into file names (%x) and squeue columns: keep it one plain word.
-_JOB_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,128}")
+# Slurm writes the job name into file names (%x) and squeue columns: keep it one plain word,
+# and one that is neither `.`/`..` as a folder name nor an option (`-x`) on a command line.
+_JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
 
 
 class ShellCode(str):
@@ -79,7 +80,8 @@ def check_job_name(name: str, what: str = "job name") -> str:
     if not _JOB_NAME.fullmatch(name):
         raise ScaletrainError(
             f"The {what} {name!r} is not usable as a Slurm job name: it must be 1-128 letters, "
-            "digits and . _ + - (Slurm puts it into file names).",
+            "digits and . _ + -, starting with a letter, digit or _ (Slurm puts it into file "
+            "names).",
             "choose a name such as mnist-16gpu or resnet_lr0.1.",
         )
     return name

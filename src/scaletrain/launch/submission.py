@@ -1,17 +1,19 @@
-"""Submit a rendered job for a run: check the run folder, save plan and script, call sbatch.
+"""Submit a prepared job for a run: check the run folder, save plan and script, call sbatch.
 
 A run name is a run: submitting the same name again continues it (its checkpoints resume),
-as long as the plan is the same and no job of it is still queued or running.
+as long as the plan is the same and no job of it is still queued or running. A submission
+that sbatch refuses leaves the run folder as it was, so the corrected command just works.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Iterator, Mapping
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.prepare import PreparedJob
 from scaletrain.planning.plan import Plan, read_plan, write_plan
 from scaletrain.slurm import commands as slurm
 from scaletrain.slurm.history import current_job, read_job_events, record_job_event
@@ -20,16 +22,6 @@ from scaletrain.slurm.history import current_job, read_job_events, record_job_ev
 _DERIVED = frozenset(
     {"partition_reason", "sbatch_options", "time_seconds", "billing", "warnings", "cpu_masks"}
 )
-
-
-def check_script(script: str, workdir: Path) -> None:
-    """Stop before queueing a job whose script is not there (the job would fail on start)."""
-    if not (workdir / script).is_file():
-        raise ScaletrainError(
-            f"The training script {script!r} does not exist in {workdir}.",
-            "give its path relative to this folder, e.g. examples/mnist/train.py; the job runs "
-            "in the folder you submit from.",
-        )
 
 
 def plan_changes(saved: Plan, new: Plan) -> list[str]:
@@ -46,7 +38,8 @@ def plan_changes(saved: Plan, new: Plan) -> list[str]:
 
 def check_continuation(folder: RunFolder, plan: Plan, environ: Mapping[str, str]) -> None:
     """An existing run may be continued only with the same plan and with no job still alive."""
-    if folder.plan.is_file():
+    folder.check_can_create()
+    if folder.plan.exists():
         changed = plan_changes(read_plan(folder.plan), plan)
         if changed:
             raise ScaletrainError(
@@ -66,14 +59,16 @@ def check_continuation(folder: RunFolder, plan: Plan, environ: Mapping[str, str]
             )
 
 
-def submit_job(plan: Plan, folder: RunFolder, job_script: str, environ: Mapping[str, str]) -> str:
+def submit_job(prepared: PreparedJob, folder: RunFolder, environ: Mapping[str, str]) -> str:
     """Save plan.toml and job.sbatch (exactly as submitted), sbatch it, record it; the job id."""
     slurm.find_command("sbatch", environ=environ)  # before writing anything
-    folder.create()
-    write_plan(plan, folder.plan)
-    folder.job_script.write_text(job_script, encoding="utf-8")
-    # From the run folder: the script's #SBATCH --output=logs/... is relative to it.
-    job_id = slurm.submit(folder.job_script.absolute(), cwd=folder.root, environ=environ)
+    plan = prepared.plan
+    with _undone_on_failure(folder):
+        folder.create()
+        write_plan(plan, folder.plan)
+        folder.job_script.write_text(prepared.job_script, encoding="utf-8")
+        # From the run folder: the script's #SBATCH --output=logs/... is relative to it.
+        job_id = slurm.submit(folder.job_script.absolute(), cwd=folder.root, environ=environ)
     record_job_event(
         folder,
         "submitted",
@@ -84,3 +79,25 @@ def submit_job(plan: Plan, folder: RunFolder, job_script: str, environ: Mapping[
         gpus=plan.world_size,
     )
     return job_id
+
+
+@contextlib.contextmanager
+def _undone_on_failure(folder: RunFolder) -> Iterator[None]:
+    """If the body fails (sbatch refused the job), put back what it found: the files it wrote
+    get their old content or go, the folders it made go; nothing else is touched."""
+    files = (folder.plan, folder.job_script)
+    saved = {path: path.read_bytes() if path.is_file() else None for path in files}
+    made = [path for path in (folder.root, folder.logs, folder.metrics) if not path.exists()]
+    try:
+        yield
+    except BaseException:
+        for path, content in saved.items():
+            with contextlib.suppress(OSError):
+                if content is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    path.write_bytes(content)
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only if empty: never anything the user put there meanwhile
+        raise

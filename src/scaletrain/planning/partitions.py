@@ -131,7 +131,8 @@ def _suggest(
         max(1, shape.gpus // node_gpus) * node_gpus,
         math.ceil(shape.gpus / node_gpus) * node_gpus,
         *(min(shape.gpus, profile.gpus_per_node_limit(name)) for name in profile.partitions),
-    }
+        *(_most_gpus(profile, name, shape.gpus) for name in profile.partitions),
+    } - {0}
     # (partition if it changes, GPUs) -> the longest time that fits
     longest: dict[tuple[str | None, int], int] = {}
     for name, partition in profile.partitions.items():
@@ -158,6 +159,20 @@ def _suggest(
         return f"see `scaletrain clusters show {profile.name}` for its partitions and limits."
     texts = [" ".join(f"{option} {value}" for option, value in change.items()) for change in useful]
     return "ask for " + ", or ".join(texts[:_MAX_SUGGESTIONS]) + "."
+
+
+def _most_gpus(profile: ClusterProfile, name: str, gpus: int) -> int:
+    """The most GPUs, up to `gpus`, that partition `name` takes: its limits on GPUs, nodes
+    and GPUs per node, in whole nodes beyond one node (0 if none)."""
+    partition = profile.partitions[name]
+    node_gpus, per_node = profile.node.gpus, profile.gpus_per_node_limit(name)
+    most = min(gpus, partition.max_gpus or gpus, (partition.max_nodes or gpus) * node_gpus)
+    if most > per_node:
+        # Beyond one node only whole nodes; a partition that shares nodes stays on one.
+        most = most // node_gpus * node_gpus if per_node == node_gpus else per_node
+    if partition.whole_nodes:
+        most = most // node_gpus * node_gpus
+    return most
 
 
 def _changes(

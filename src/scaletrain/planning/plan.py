@@ -11,6 +11,7 @@ from typing import Any
 import tomli_w
 
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.files import read_text
 from scaletrain.core.toml_text import TomlError, parse_toml
 from scaletrain.planning.memory import MemoryEstimate
 
@@ -111,8 +112,13 @@ def read_plan(path: Path) -> Plan:
     """Load a saved plan; a damaged file is an error that says which field."""
     from pydantic import ValidationError
 
+    hint = (
+        "move that file away (or choose another --name) to submit the run with a new plan; "
+        "it was left as it is."
+    )
+    text = read_text(path, "saved plan", hint=hint)
     try:
-        return Plan.from_dict(parse_toml(path.read_text(encoding="utf-8")))
+        return Plan.from_dict(parse_toml(text))
     except TomlError as error:
         problem = str(error)
     except ValidationError as error:
@@ -120,10 +126,7 @@ def read_plan(path: Path) -> Plan:
             f"{'.'.join(str(part) for part in detail['loc'])}: {detail['msg']}"
             for detail in error.errors()
         )
-    raise ScaletrainError(
-        f"{path} is not a plan scaletrain can read: {problem}.",
-        "plan the run again with `scaletrain plan`; the old file was left as it is.",
-    )
+    raise ScaletrainError(f"{path} is not a plan scaletrain can read: {problem}.", hint)
 
 
 def _without_none(value: Any) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 from scaletrain.clusters.billing import Allocation, describe_rule
 from scaletrain.clusters.schema import ClusterProfile
-from scaletrain.clusters.slurm_time import parse_slurm_time
+from scaletrain.clusters.slurm_time import minutes_seconds_warning, parse_slurm_time
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.planning.memory import (
     BYTES_PER_PARAMETER,
@@ -38,7 +38,7 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
     time_seconds = parse_slurm_time(request.time)
     shape = shape_for(request, profile)
     partition, partition_reason = choose_partition(profile, shape, time_seconds, request.partition)
-    warnings: list[str] = []
+    warnings = [warning for warning in [minutes_seconds_warning(request.time)] if warning]
     if shape.nodes > 1 and shape.gpus_per_node < profile.node.gpus:
         warnings.append(
             f"{shape.gpus_per_node} of {profile.node.gpus} GPUs per node on {shape.nodes} nodes: "

@@ -75,13 +75,19 @@ def first_set(environ: Mapping[str, str], *names: str) -> str | None:
     return None
 
 
+def check_world_size(world_size: int, name: str) -> int:
+    """The world size, if it is at least 1 (the layout's arithmetic divides by it)."""
+    if world_size < 1:
+        raise LaunchEnvironmentError(
+            f"{name}={world_size} must be at least 1.",
+            f"check how {name} is set; the launcher normally sets it.",
+        )
+    return world_size
+
+
 def check_layout(layout: ProcessLayout, names: VariableNames) -> ProcessLayout:
     """Reject layouts that would hang or crash later, naming the variable at fault."""
-    if layout.world_size < 1:
-        raise LaunchEnvironmentError(
-            f"{names.world_size}={layout.world_size} must be at least 1.",
-            f"check how {names.world_size} is set; the launcher normally sets it.",
-        )
+    check_world_size(layout.world_size, names.world_size)
     if not 0 <= layout.rank < layout.world_size:
         raise LaunchEnvironmentError(
             f"{names.rank}={layout.rank} is outside 0..{layout.world_size - 1} "

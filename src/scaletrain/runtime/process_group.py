@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scaletrain.core.errors import LaunchEnvironmentError, ScaletrainError
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.runtime.child_processes import end_children_with_this_process
 from scaletrain.runtime.device import (
     DeviceChoice,
     backend_for,
@@ -152,6 +153,7 @@ def init(
     global _long_waits
     environ = os.environ if environ is None else environ
     layout = detect_layout(environ)
+    end_children_with_this_process()
     choice = _choose(layout, device, environ)
     torch_device = torch.device(str(choice))
     if torch_device.type == "cuda":

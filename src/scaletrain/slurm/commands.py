@@ -88,7 +88,8 @@ def find_command(command: str, *, environ: Mapping[str, str]) -> str:
             f"Slurm's {command} was not found on this machine (PATH has no {command}).",
             "run this on a login node of your cluster (or `module load slurm` first).",
         )
-    return executable
+    # Absolute: sbatch runs from the run folder, where a relative PATH entry means another place.
+    return str(Path(executable).absolute())
 
 
 def submit(

@@ -18,7 +18,11 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.files import read_text
 from scaletrain.core.run_folder import RunFolder
+
+# What sbatch --parsable prints (12345), and array or heterogeneous job parts (12345_7).
+_JOB_ID = re.compile(r"[0-9]+(?:[_+][0-9]+)?")
 
 EventKind = Literal["submitted", "requeued", "cancelled"]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
@@ -63,10 +67,11 @@ def record_job_event(
 
 def read_job_events(folder: RunFolder) -> tuple[JobEvent, ...]:
     """Every event of the run, oldest first; () when it was never submitted."""
-    if not folder.jobs_log.is_file():
+    if not folder.jobs_log.exists():
         return ()
     events = []
-    lines = folder.jobs_log.read_text(encoding="utf-8").splitlines()
+    # A damaged byte spoils its line only: that line is reported below, the others are read.
+    lines = read_text(folder.jobs_log, "job history", errors="replace").splitlines()
     for number, line in enumerate(lines, start=1):
         if line.strip():
             events.append(_parse_line(line, folder, number, is_last=number == len(lines)))
@@ -76,13 +81,16 @@ def read_job_events(folder: RunFolder) -> tuple[JobEvent, ...]:
 def _parse_line(line: str, folder: RunFolder, number: int, *, is_last: bool) -> JobEvent | None:
     try:
         record = json.loads(line)
-        return JobEvent(
+        event = JobEvent(
             event=str(record.pop("event")),
             job_id=str(record.pop("job_id")),
             time=str(record.pop("time")),
             details=record,
         )
-    except (json.JSONDecodeError, KeyError, AttributeError, TypeError):
+        if not _JOB_ID.fullmatch(event.job_id):
+            raise ValueError(f"{event.job_id!r} is not a Slurm job id")
+        return event
+    except (json.JSONDecodeError, KeyError, AttributeError, TypeError, ValueError):
         if is_last and not line.endswith("}"):
             return None  # a line cut short by a crash while appending; the rest is intact
         raise ScaletrainError(
@@ -109,7 +117,7 @@ def require_current_job(folder: RunFolder) -> tuple[tuple[JobEvent, ...], JobEve
     if job is None:
         raise ScaletrainError(
             f"Run {folder.name!r} was never submitted to Slurm ({folder.jobs_log} "
-            f"{'has no submission' if events else 'does not exist'}).",
+            f"{'has no submission' if folder.jobs_log.exists() else 'does not exist'}).",
             "status, logs and cancel follow Slurm jobs; a run started with `scaletrain run` "
             f"keeps its output in {folder.logs}/ instead.",
         )

@@ -126,7 +126,11 @@ class Progress:
 
     def finish(self, **results: Number) -> dict[str, Any]:
         """Print and save the run's summary: steps, time, throughput and `results`
-        (averaged over ranks, so pass values that are already global, such as accuracy)."""
+        (averaged over ranks, so pass values that are already global, such as accuracy).
+
+        A run that trained no step now (it had finished already) keeps the summary it has:
+        rank 0 returns that one and writes nothing.
+        """
         elapsed = time.perf_counter() - self._started
         done = self.step - self._start_step
         summary: dict[str, Any] = {
@@ -139,11 +143,27 @@ class Progress:
                 round(value / 1e9, 3) for value in peak_memory_per_rank(current_env().device)
             ],
         }
-        if is_main_process():
-            shown = ", ".join(f"{name} {format_value(v)}" for name, v in summary.items())
-            print0(f"finished: {shown}")
-            self._write("summary.json", summary)
+        if not is_main_process():
+            return summary
+        # Decided after the collective above, so that every rank takes part in it.
+        saved = self._saved_summary() if self.step == self._start_step > 0 else None
+        if saved is not None:
+            print0(f"scaletrain: nothing trained; kept the summary of step {self.step}")
+            return saved
+        shown = ", ".join(f"{name} {format_value(v)}" for name, v in summary.items())
+        print0(f"finished: {shown}")
+        self._write("summary.json", summary)
         return summary
+
+    def _saved_summary(self) -> dict[str, Any] | None:
+        if self._folder is None:
+            return None
+        path = self._folder.metrics / "summary.json"
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None  # none yet, or unreadable: write a new one
+        return saved if isinstance(saved, dict) else None
 
     def _rates(self, steps: int, seconds: float) -> dict[str, float]:
         rates = {"samples_per_s": self.samples_per_step * steps / seconds}

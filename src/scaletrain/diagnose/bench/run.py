@@ -124,9 +124,9 @@ def run_bench(options: argparse.Namespace) -> int:
         rows = summarize([m for m, _ in everyone], env.world_size) if measured else []
         all_pairs = merge_pairs([pair for _, mine in everyone for pair in mine])
         if rows:
-            show_bandwidth(console.console, rows, env.world_size)
+            show_bandwidth(console.results(), rows, env.world_size)
         if options.pairs:
-            show_pairs(console.console, all_pairs, hosts)
+            show_pairs(console.results(), all_pairs, hosts)
         _save(options, rows, all_pairs, env, hosts)
     shutdown()
     return 0

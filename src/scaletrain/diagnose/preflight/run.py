@@ -158,12 +158,12 @@ def run_preflight(
     host = socket.gethostname()
     launcher, layout = check_launcher(environ)
     if layout is None:
-        show_rank_alone(console.console, host, [launcher])
+        show_rank_alone(console.notes(), host, [launcher])
         return 1
     early = [launcher, check_rendezvous(layout, environ, inputs.rendezvous_timeout_s)]
     who = f"rank {layout.rank} ({host})"
     if early[-1].failed:
-        show_rank_alone(console.console, who, early)
+        show_rank_alone(console.notes(), who, early)
         return 1
 
     import torch
@@ -190,7 +190,7 @@ def run_preflight(
             f"could not join the process group: {str(error).splitlines()[0][:300]}",
             "check the other ranks' output: one of them stopped before joining",
         )
-        show_rank_alone(console.console, who, [*results, joined])
+        show_rank_alone(console.notes(), who, [*results, joined])
         return 1
 
     writable = not any(r.failed for r in results if r.name == "run-folder")
@@ -202,7 +202,7 @@ def run_preflight(
     job_results = job_checks(reports, inputs.expected_gpus_per_node)
     record = preflight_record(reports, job_results)
     if layout.rank == 0:
-        show_preflight(console.console, reports, job_results, verbose=verbose)
+        show_preflight(console.results(), reports, job_results, verbose=verbose)
         if folder and writable:
             write_json(folder.report / PREFLIGHT_JSON, record)
             (folder.root / SHARED_FILE).unlink(missing_ok=True)

@@ -40,14 +40,20 @@ def tasks_on_this_node(environ: Mapping[str, str]) -> int | None:
     compressed = first_set(environ, "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")
     if compressed is None:
         return None
-    per_node = hostlist.parse_slurm_tasks_per_node(compressed)
+    try:
+        per_node = hostlist.parse_slurm_tasks_per_node(compressed)
+    except hostlist.BadHostlist as error:
+        raise LaunchEnvironmentError(
+            f"Cannot read Slurm's tasks per node {compressed!r}: {error}.",
+            "do not set SLURM_*TASKS_PER_NODE by hand; run inside a Slurm job.",
+        ) from None
     hosts = nodelist(environ)
     this_host = environ.get("SLURMD_NODENAME", "")
     # The node's position in the step's list; SLURM_NODEID counts within the job instead.
     index = (
         hosts.index(this_host) if this_host in hosts else read_optional_int(environ, "SLURM_NODEID")
     )
-    if index is None or index >= len(per_node):
+    if index is None or not 0 <= index < len(per_node):
         return None
     return int(per_node[index])
 

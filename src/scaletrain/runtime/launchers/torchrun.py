@@ -15,6 +15,7 @@ from scaletrain.runtime.layout import (
     ProcessLayout,
     VariableNames,
     check_layout,
+    check_world_size,
     read_int,
     read_optional_int,
 )
@@ -40,7 +41,7 @@ class TorchrunLauncher:
                     "launch with torchrun (it sets RANK and WORLD_SIZE) or set both by hand.",
                 )
         rank = read_int(environ, "RANK")
-        world_size = read_int(environ, "WORLD_SIZE")
+        world_size = check_world_size(read_int(environ, "WORLD_SIZE"), NAMES.world_size)
         local_rank = read_optional_int(environ, "LOCAL_RANK", "SLURM_LOCALID")
         if local_rank is None:
             if world_size > 1:
