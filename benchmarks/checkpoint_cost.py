@@ -13,7 +13,7 @@
 Loads read from the disk, not from the page cache: every file is dropped from the cache
 (posix_fadvise DONTNEED, after fsync) before each load and each plain read. Each rank is one
 torchrun process; a measurement starts together on all ranks and ends with the slowest.
-Writes benchmarks/results/checkpoint_cost-<time>.json.
+Writes benchmarks/results/checkpoint_cost.json (benchmarks/run_all.py summarizes it).
 """
 
 from __future__ import annotations
@@ -317,7 +317,7 @@ def driver(args: argparse.Namespace) -> None:
         "by_ranks": results,
     }
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"checkpoint_cost-{datetime.now():%Y%m%d-%H%M%S}.json"
+    path = RESULTS / "checkpoint_cost.json"
     path.write_text(json.dumps(record, indent=1, default=str) + "\n")
     show(record, path)
 

@@ -1,21 +1,28 @@
-"""Run the three diagnostics benchmarks and print one summary table.
+"""Run every benchmark, then write the one place their figures are read from.
 
-    bash benchmarks/run.sh          # installs requirements/benchmarks.txt, then this
+    bash benchmarks/run.sh                 # installs requirements/benchmarks.txt, then this
+    python benchmarks/run_all.py --summary # only rewrite summary.md from the saved results
 
-Results: benchmarks/results/{step_overhead,startup,busbw_vs_plain}.json and summary.json.
-These are measurements, not tests: on a shared 2-core machine read the spread too.
+Results: benchmarks/results/<benchmark>.json (committed), machine.json (what they ran on)
+and summary.md, the table that README.md and docs/ point to. These are measurements, not
+tests: on a shared 2-core machine read the spread too.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import platform
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, save
@@ -27,10 +34,14 @@ RUNS = {
     "step_overhead": [*TORCHRUN, str(HERE / "step_overhead.py")],
     "startup": [sys.executable, str(HERE / "startup.py")],
     "busbw_vs_plain": [*TORCHRUN, str(HERE / "busbw_vs_plain.py")],
+    "loop_overhead": [sys.executable, str(HERE / "loop_overhead.py"), "--nproc", "2", "4"],
+    "checkpoint_cost": [sys.executable, str(HERE / "checkpoint_cost.py")],
 }
+SUMMARY = RESULTS / "summary.md"
+PACKAGES = ("torch", "scaletrain", "lightning-fabric", "accelerate")
 
 
-def load(name: str) -> dict:  # type: ignore[type-arg]
+def load(name: str) -> dict[str, Any]:
     return json.loads((RESULTS / f"{name}.json").read_text())
 
 
@@ -97,29 +108,135 @@ def rows() -> list[tuple[str, str, str, str, bool]]:
     return table
 
 
-def main() -> None:
-    console = Console(stderr=True)
-    for name, command in RUNS.items():
-        started = time.perf_counter()
-        console.print(f"[bold]{name}[/bold]: {' '.join(command[-1:])}")
-        subprocess.run(command, check=True, capture_output=True, timeout=900)
-        console.print(f"  done in {time.perf_counter() - started:.0f} s")
-    summary = Table(title="scaletrain diagnostics benchmarks (2 ranks, gloo, CPU)")
-    for column in ("what", "measured (median)", "spread (min-max of repeats)", "target", "met"):
-        summary.add_column(column)
-    results = rows()
-    for what, measured, spread_text, target, met in results:
-        summary.add_row(what, measured, spread_text, target, "yes" if met else "[red]no[/red]")
-    console.print(summary)
-    save(
-        "summary",
-        {
-            "rows": [
-                dict(zip(("what", "measured", "spread", "target", "met"), row, strict=True))
-                for row in results
-            ]
-        },
+def machine() -> dict[str, Any]:
+    """What the benchmarks ran on: CPU, cores, memory, load, versions."""
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
     )
+    memory_kb = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal")
+    )
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = "not installed"
+    return {
+        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gb": round(memory_kb / 1024**2, 1),
+        "load_average_1_5_15_min": [round(load, 2) for load in os.getloadavg()],
+        "python": platform.python_version(),
+        "versions": versions,
+    }
+
+
+def checkpoint_rows() -> list[tuple[str, str, str, str, bool]]:
+    """Save and load throughput against plain writes/reads and plain DCP, and what an
+    asynchronous save costs the loop next to a synchronous one, per number of ranks."""
+    cost = load("checkpoint_cost")
+    state = f"{cost['settings']['state_mb']:.0f} MB"
+    rows = []
+    for ranks, result in cost["by_ranks"].items():
+        summary = result["summary"]
+        save, read = summary["mb_per_s"]["save"], summary["mb_per_s"]["load"]
+        each = summary["mb_per_s_each_round"]
+        rows += [
+            (f"save of {state}, scaletrain / plain DCP, {ranks} rank(s)",
+             f"{summary['save_vs_plain_dcp']:.2f} ({save['scaletrain']:,.0f} vs "
+             f"{save['plain DCP']:,.0f} MB/s; plain fsynced write {save['plain write']:,.0f})",
+             spread("save", each["save"]["scaletrain"], "MB/s"), "≥ 1",
+             summary["save_vs_plain_dcp"] >= 1),
+            (f"load, scaletrain / plain DCP, {ranks} rank(s)",
+             f"{summary['load_vs_plain_dcp']:.2f} ({read['scaletrain']:,.0f} vs "
+             f"{read['plain DCP']:,.0f} MB/s; plain read {read['plain read']:,.0f})",
+             spread("load", each["load"]["scaletrain"], "MB/s"), "≥ 1",
+             summary["load_vs_plain_dcp"] >= 1),
+            (f"asynchronous save's slowdown of the loop / a synchronous save's, {ranks} rank(s)",
+             f"{summary['async_slowdown_vs_sync']:.2f} ({summary['async_slowdown_s']:.2f} vs "
+             f"{summary['sync_stall_s']:.2f} s; blocked {summary['async_blocked_s']:.3f} s)",
+             "-", "≤ 0.25", summary["async_slowdown_vs_sync"] <= 0.25),
+        ]  # fmt: skip
+    return rows
+
+
+def spread(name: str, values: list[float], unit: str) -> str:
+    return f"{name} {min(values):,.0f}-{max(values):,.0f} {unit}"
+
+
+def loop_rows() -> list[tuple[str, str, str, str, bool]]:
+    """The README's loop against raw DDP, per number of ranks."""
+    rows = []
+    for size, result in load("loop_overhead")["by_world_size"].items():
+        times = result["step_time_s"]
+        ratio = result["ratio_to_raw"]["readme"]
+        rows.append(
+            (
+                f"step time, the README's loop / raw DDP, {size} ranks",
+                f"{ratio:.3f} ({times['readme']['median'] * 1e3:.1f} vs "
+                f"{times['raw']['median'] * 1e3:.1f} ms)",
+                f"raw {times['raw']['min'] * 1e3:.1f}-{times['raw']['max'] * 1e3:.1f} ms",
+                "≤ 1.01",
+                ratio <= 1.01,
+            )
+        )
+    return rows
+
+
+def render_summary() -> str:
+    """summary.md from the saved results: the one place the figures are written."""
+    about = load("machine")
+    lines = [
+        "# Benchmark results",
+        "",
+        "Written by `bash benchmarks/run.sh` (benchmarks/run_all.py) from the JSON files",
+        "beside this one; do not edit by hand. Each figure is the median of repeated,",
+        "interleaved rounds; the spread is the range over those rounds. 2 ranks, gloo, CPU",
+        "unless a row says otherwise.",
+        "",
+        f"Machine: {about['cpu']}, {about['cores']} cores, {about['memory_gb']} GB, "
+        f"Python {about['python']}; "
+        + ", ".join(f"{name} {number}" for name, number in about["versions"].items())
+        + ".",
+        f"Measured {about['time']}; load average (1, 5, 15 min) when it started: "
+        + ", ".join(f"{load:g}" for load in about["load_average_1_5_15_min"])
+        + f" on {about['cores']} cores. A load above the core count means other work shared "
+        "the machine: treat differences within the spread as noise.",
+        "",
+        "| what | measured | spread | target | met |",
+        "|---|---|---|---|---|",
+    ]
+    for what, measured, spread_text, target, met in rows() + loop_rows() + checkpoint_rows():
+        verdict = "yes" if met else "no"
+        lines.append(f"| {what} | {measured} | {spread_text} | {target} | "
+                     f"{verdict if target != '-' else '-'} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--summary", action="store_true", help="only rewrite summary.md from the saved results"
+    )
+    if not parser.parse_args().summary:
+        console = Console(stderr=True)
+        save("machine", machine())
+        for name, command in RUNS.items():
+            started = time.perf_counter()
+            console.print(f"[bold]{name}[/bold]: {' '.join(command[1:])}")
+            subprocess.run(command, check=True, capture_output=True, timeout=3600)
+            console.print(f"  done in {time.perf_counter() - started:.0f} s")
+    SUMMARY.write_text(render_summary())
+    print(SUMMARY.read_text(), end="")
 
 
 if __name__ == "__main__":

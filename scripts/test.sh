@@ -8,14 +8,18 @@ echo "== ruff" >&2 && "$bin/ruff" check .
 echo "== ruff format" >&2 && "$bin/ruff" format --check .
 echo "== mypy" >&2 && "$bin/mypy"
 echo "== import layers" >&2 && "$bin/lint-imports" --no-cache
-echo "== slurm (installed if missing)" >&2 && bash scripts/install-slurm.sh
-# Generated job scripts must pass shellcheck (tests/launch/test_render.py).
+# The tests marked `slurm` start a local Slurm, installed here (as root) when missing;
+# `-m "not slurm"` leaves them out and needs neither Slurm nor root.
+if [[ " $* " != *"not slurm"* ]]; then
+    echo "== slurm (installed if missing)" >&2 && bash scripts/install-slurm.sh
+fi
+# Generated job scripts must pass shellcheck (tests/launch/test_render.py skips without it).
 if ! command -v shellcheck >/dev/null; then
-    if [[ $(id -u) -ne 0 ]]; then
-        echo "error: shellcheck is missing. HINT: sudo apt-get install -y shellcheck" >&2
-        exit 2
+    if [[ $(id -u) -eq 0 ]]; then
+        echo "== shellcheck (installing with apt-get)" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null
+    else
+        echo "warning: shellcheck is missing, so its test is skipped. HINT: sudo apt-get install -y shellcheck" >&2
     fi
-    echo "== shellcheck (installing with apt-get)" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null
 fi
 echo "== pytest" >&2 && "$bin/pytest" "$@"

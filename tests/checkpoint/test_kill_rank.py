@@ -33,7 +33,9 @@ def test_a_killed_rank_restarts_the_group_and_the_run_ends_bit_identical(
     before = children()
 
     def kill_rank_one(run: Path, _: object) -> None:
-        first_pids.extend(pids(run) or [])
+        found = pids(run)
+        assert found is not None and len(found) == 2, f"no PID files of both ranks: {found}"
+        first_pids.extend(found)
         os.kill(first_pids[1], signal.SIGKILL)
 
     exit_code, log = interrupted_run(
@@ -50,7 +52,10 @@ def test_a_killed_rank_restarts_the_group_and_the_run_ends_bit_identical(
     assert len(resumes) == 1
     assert resumes[0]["elastic_restart_count"] == 1  # torchrun restarted the group once
     assert 10 <= resumes[0]["step"] < 48  # mid-run, from a periodic checkpoint
-    assert pids(run) != first_pids  # new processes finished the run
+    # New processes, both of them, finished the run (each rank rewrites its PID file).
+    restarted = pids(run)
+    assert restarted is not None and len(restarted) == 2
+    assert not set(restarted) & set(first_pids), (first_pids, restarted)
     assert f"resumed from {run / 'checkpoints'}" in log
     assert_same_weights(weights(run), reference(*options))
     # Nothing of the killed rank outlives the run: not its DataLoader worker, forkserver or

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import os
 import pickle
 from fractions import Fraction
@@ -33,15 +32,17 @@ class RunsACommand:
         return (os.system, (f"touch {self.marker}",))
 
 
-def saved(folder: Path, extra: object) -> dict[str, Any]:
-    """Save weights and `extra` with plain DCP; return a state dict of that shape to load into."""
+def saved(folder: Path, extra: object, placeholder: object) -> dict[str, Any]:
+    """Save weights and `extra` with plain DCP; return a state dict to load into, holding
+    zeros and `placeholder` (not what was saved: only a load can put the saved values there)."""
+    assert placeholder != extra
     save({"weights": torch.arange(6.0), "extra": extra}, checkpoint_id=folder, no_dist=True)
-    return {"weights": torch.zeros(6), "extra": copy.deepcopy(extra)}
+    return {"weights": torch.zeros(6), "extra": placeholder}
 
 
 def test_dcp_metadata_passes_and_a_crafted_one_is_refused_unrun(tmp_path: Path) -> None:
     folder = tmp_path / "checkpoint"
-    saved(folder, extra=[1, 2.5, "lr"])
+    saved(folder, extra=[1, 2.5, "lr"], placeholder=None)
     check_metadata(folder)  # DCP's own metadata classes only
     marker = tmp_path / "pwned"
     (folder / ".metadata").write_bytes(pickle.dumps(RunsACommand(marker)))
@@ -49,15 +50,20 @@ def test_dcp_metadata_passes_and_a_crafted_one_is_refused_unrun(tmp_path: Path) 
         check_metadata(folder)
     with pytest.raises(CheckpointException, match=r"system is not allowed"):
         load(
-            saved(tmp_path / "other", 0), storage_reader=SafeFileSystemReader(folder), no_dist=True
+            saved(tmp_path / "other", 0, placeholder=1),
+            storage_reader=SafeFileSystemReader(folder),
+            no_dist=True,
         )
     assert not marker.exists()
 
 
 def test_plain_values_and_tensors_load(tmp_path: Path) -> None:
     folder = tmp_path / "checkpoint"
-    target = saved(folder, extra={"betas": (0.9, 0.999), "lr": 0.1, "name": None})
-    target["extra"] = {"betas": (0.0, 0.0), "lr": 0.0, "name": "x"}
+    target = saved(
+        folder,
+        extra={"betas": (0.9, 0.999), "lr": 0.1, "name": None},
+        placeholder={"betas": (0.0, 0.0), "lr": 0.0, "name": "x"},
+    )
     load(
         target, storage_reader=SafeFileSystemReader(folder), planner=SafeLoadPlanner(), no_dist=True
     )
@@ -67,12 +73,12 @@ def test_plain_values_and_tensors_load(tmp_path: Path) -> None:
 
 def test_other_objects_are_refused_where_dcp_would_unpickle_them(tmp_path: Path) -> None:
     folder = tmp_path / "checkpoint"
-    target = saved(folder, extra=Fraction(1, 3))
+    target = saved(folder, extra=Fraction(1, 3), placeholder=Fraction(0))
     unsafe = dict(target)
     load(
         unsafe, storage_reader=FileSystemReader(folder), planner=DefaultLoadPlanner(), no_dist=True
     )
-    assert unsafe["extra"] == Fraction(1, 3)  # plain DCP unpickles any class
+    assert unsafe["extra"] == Fraction(1, 3)  # plain DCP unpickled the saved class
     with pytest.raises(CheckpointException, match=r"Weights only load failed"):
         load(
             target,
@@ -80,3 +86,4 @@ def test_other_objects_are_refused_where_dcp_would_unpickle_them(tmp_path: Path)
             planner=SafeLoadPlanner(),
             no_dist=True,
         )
+    assert target["extra"] == Fraction(0)  # nothing of the refused value was loaded

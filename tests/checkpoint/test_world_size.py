@@ -67,7 +67,7 @@ def test_four_processes_save_mid_epoch_and_two_resume_without_a_jump(tmp_path: P
     assert resumed["step"] == saved_at
     # The 2 processes start from exactly the weights the 4 saved (resharded by DCP).
     start = weights(run, "start-weights.pt")
-    assert start.keys() == saved.keys()
+    assert start and start.keys() == saved.keys()
     assert all(torch.equal(start[name], saved[name]) for name in start)
 
     after = json_lines(run / "metrics" / "train.jsonl")[len(before) :]

@@ -15,9 +15,10 @@ from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.job_script import JobOptions, render_job_script
 from scaletrain.launch.prepare import PreparedJob
 from scaletrain.launch.submission import submit_job
+from scaletrain.planning.modes import launch_modes
 from scaletrain.slurm.history import read_job_events
 from tests.conftest import REPO, WORKERS, scaletrain
-from tests.support.job_scripts import plan_for
+from tests.support.job_scripts import HOSTILE_PROFILE_VALUE, hostile_site, plan_for
 from tests.support.slurm_cluster import SlurmCluster
 from tests.support.slurm_jobs import (
     EXAMPLE,
@@ -153,15 +154,18 @@ def test_deepspeed_one_task_per_gpu_from_slurm_variables(
         assert rank["weights"] == ranks[0]["weights"]  # different data, averaged gradients
 
 
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("mode", sorted(launch_modes()))
 def test_hostile_paths_and_arguments_arrive_as_given(
-    slurm_cluster: SlurmCluster, tmp_path: Path
+    slurm_cluster: SlurmCluster, tmp_path: Path, mode: str
 ) -> None:
-    """A folder, a script name and arguments that would run commands if the job script let
-    the shell read them: each must arrive as one word, and nothing may run."""
+    """A folder, a script name, arguments and a profile's exported value that would run
+    commands if the job script let the shell read them: in every launch mode, on 2 nodes,
+    each must arrive as one word, and nothing may run."""
     project = tmp_path / "my project 'x' $(touch pwned1)"
     project.mkdir()
     script = project / "probe `touch pwned2`.py"
-    script.write_text((WORKERS / "task_probe.py").read_text())
+    script.write_text((WORKERS / "argv_probe.py").read_text())
     arguments = [
         "$(touch pwned3)",
         "`touch pwned4`",
@@ -172,17 +176,23 @@ def test_hostile_paths_and_arguments_arrive_as_given(
         "--name",
         "-- x",
     ]
-    environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    options = submit_options("quoted", "srun", 2, 1, "--no-check")
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    environ = job_environ(slurm_cluster, tmp_path, PROBE_OUT=str(probes))
+    hostile_site(tmp_path / "config")
+    options = submit_options("quoted", mode, 2, 1, "--no-check", cluster="hostile")
     # After `--`, also options named like submit's own (--name) are the script's.
     folder, job_id = submit(slurm_cluster, project, environ, options, script.name, "--", *arguments)
-    finished(slurm_cluster, folder, job_id)
-    tasks = reports(tmp_path, "task-*.json")
-    assert len(tasks) == 2
-    for task in tasks:
-        assert task["argv"] == arguments
-        assert (task["script"], task["cwd"]) == (script.name, str(project))
-        assert task["environ"]["SCALETRAIN_RUN_DIR"] == str(folder.root)
+    output = finished(slurm_cluster, folder, job_id)
+    processes = [json.loads(path.read_text()) for path in probes.glob("*.json")]
+    assert len(processes) == 2, output
+    for process in processes:
+        assert Path(process["argv"][0]).name == script.name
+        assert process["argv"][1:] == arguments
+        assert process["cwd"] == str(project)
+        assert process["environ"]["SCALETRAIN_RUN_DIR"] == str(folder.root)
+        assert process["environ"]["HOSTILE_VALUE"] == HOSTILE_PROFILE_VALUE
+    assert sorted(process["environ"]["SLURMD_NODENAME"] for process in processes) == ["n1", "n2"]
     assert not list(tmp_path.rglob("pwned*"))
 
 

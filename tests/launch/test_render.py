@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import shlex
+import shutil
 from importlib.resources import files
 from pathlib import Path
 
 import pytest
 
-from scaletrain import __version__
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.shell_text import one_line
 from scaletrain.planning.modes import launch_modes
 from tests.conftest import REPO
+from tests.support.doc_samples import blocks
+from tests.support.golden_jobs import GOLDEN_JOBS, expected_script, golden_file
 from tests.support.job_scripts import launch_lines, plan_for, render, shellcheck
 
 MODES = list(launch_modes())
-GOLDEN = REPO / "tests" / "fixtures" / "jobs"
 # The cores nearest GCD 0..7 on LUMI (seed 003), as in the lumi profile.
 LUMI_MASKS = ",".join(
     [
@@ -60,6 +61,10 @@ def test_every_launch_mode_has_a_template_of_its_name() -> None:
     assert names - {"job", "common.j2"} == set(MODES)
 
 
+@pytest.mark.skipif(
+    shutil.which("shellcheck") is None,
+    reason="shellcheck is not installed (sudo apt-get install -y shellcheck)",
+)
 @pytest.mark.parametrize("cluster", ["lumi", "puhti", "mahti", "local"])
 def test_every_mode_and_shape_passes_shellcheck(cluster: str, tmp_path: Path) -> None:
     gpus_per_node = {"lumi": 8, "puhti": 4, "mahti": 4, "local": 4}[cluster]
@@ -99,7 +104,9 @@ HOSTILE_ARGUMENTS = (
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("container", [None, "/images/$(touch pwned9) it's.sif"])
+@pytest.mark.parametrize(
+    "container", [None, "/images/$(touch pwned9) it's.sif"], ids=["modules", "hostile-image"]
+)
 def test_hostile_values_stay_single_words(mode: str, container: str | None) -> None:
     plan = plan_for(
         cluster="lumi",
@@ -109,6 +116,9 @@ def test_hostile_values_stay_single_words(mode: str, container: str | None) -> N
         script_args=HOSTILE_ARGUMENTS,
         container_image=container,
     )
+    # A user's cluster profile may export any value (its [environment] table).
+    hostile_export = "$(touch pwned14) `touch pwned15` it's"
+    plan = dataclasses.replace(plan, environment={**plan.environment, "X": hostile_export})
     workdir = Path("/home/me/project 'pwned11' $(touch pwned12)")
     folder = RunFolder(workdir / "runs; touch pwned13" / "mnist")
     script = render(plan, folder=folder, workdir=workdir)
@@ -117,6 +127,7 @@ def test_hostile_values_stay_single_words(mode: str, container: str | None) -> N
     # ... and each reaches the command line as exactly one word.
     assert shlex.join([plan.script, *HOSTILE_ARGUMENTS]) + " &\ntraining=$!" in script
     assert f"cd {shlex.quote(str(workdir))} || exit 1" in script
+    assert f"\nexport X={shlex.quote(hostile_export)}\n" in script
     assert f"run_dir={shlex.quote(str(folder.root))}" in script
 
 
@@ -136,6 +147,17 @@ def test_values_sbatch_would_misread_are_errors(
     with pytest.raises(ScaletrainError) as caught:
         render(plan)
     assert problem in caught.value.problem
+    assert caught.value.hint.startswith(("choose a name such as", "remove spaces, quotes"))
+
+
+@pytest.mark.parametrize("line_break", ["\n", "\r", "\x0b", "\x0c"])
+def test_a_line_break_in_a_commented_value_is_an_error(line_break: str) -> None:
+    # A comment ends at a line break: the rest would run as a command.
+    with pytest.raises(ScaletrainError) as caught:
+        one_line(f"lumi{line_break}touch pwned")
+    assert "it contains a line break" in caught.value.problem
+    assert caught.value.hint == "remove the line break from that name."
+    assert one_line("Xeon cluster (2 × 8 GPUs)") == "Xeon cluster (2 × 8 GPUs)"
 
 
 def test_variables_of_each_task_are_evaluated_in_the_task() -> None:
@@ -179,6 +201,7 @@ def test_container_or_modules() -> None:
     assert "\nmodule " not in container
     assert f"CONTAINER={image}\n" in container
     assert "export SINGULARITY_BIND=/scratch/project_465000000/me\n" in container
+    assert len(launch_lines(container)) == 2  # the preflight and training
     for line in launch_lines(container):
         assert line.startswith('srun --kill-on-bad-exit=1 singularity exec "$CONTAINER" bash -c')
     # MASTER_ADDR comes from scontrol in the batch shell: containers have no scontrol.
@@ -232,29 +255,26 @@ def test_torchrun_restarts_and_rendezvous() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("name", "request_fields"),
-    [
-        ("lumi-torchrun-2-nodes", {"cluster": "lumi", "gpus": 16}),
-        ("puhti-srun-2-nodes", {"cluster": "puhti", "gpus": 8, "mode": "srun"}),
-    ],
-)
-def test_example_scripts_are_as_documented(name: str, request_fields: dict[str, object]) -> None:
-    """tests/fixtures/jobs/*.sbatch are quoted in docs/slurm-jobs.md; regenerate them with
-    SCALETRAIN_WRITE_FIXTURES=1 after a deliberate change, and read the diff."""
-    plan = plan_for(script_args=("--epochs", "10"), **request_fields)  # type: ignore[arg-type]
-    script = render(plan).replace(f"scaletrain {__version__} ", "scaletrain <version> ")
-    golden = GOLDEN / f"{name}.sbatch"
-    if os.environ.get("SCALETRAIN_WRITE_FIXTURES"):
-        golden.write_text(script)
-    assert script == golden.read_text()
+@pytest.mark.parametrize("name", sorted(GOLDEN_JOBS))
+def test_example_scripts_are_as_documented(name: str) -> None:
+    """tests/fixtures/jobs/*.sbatch are quoted in docs/slurm-jobs.md. This test only compares;
+    after a deliberate change, `python -m tests.support.golden_jobs` writes them anew."""
+    golden = golden_file(name)
+    assert golden.is_file(), f"{golden} is missing: python -m tests.support.golden_jobs"
+    assert expected_script(name) == golden.read_text(), (
+        f"the {name} job script differs from {golden}; if the change is deliberate, run "
+        "`.venv/bin/python -m tests.support.golden_jobs` and read the diff"
+    )
 
 
-@pytest.mark.parametrize("name", ["lumi-torchrun-2-nodes", "puhti-srun-2-nodes"])
+@pytest.mark.parametrize("name", sorted(GOLDEN_JOBS))
 def test_the_documented_excerpts_are_from_the_example_scripts(name: str) -> None:
-    docs = (REPO / "docs" / "slurm-jobs.md").read_text()
-    after = docs[docs.index(f"`tests/fixtures/jobs/{name}.sbatch`") :]
-    excerpt = after[after.index("```bash\n") + 8 : after.index("\n```")].splitlines()
-    lines = iter((GOLDEN / f"{name}.sbatch").read_text().splitlines())
-    # Each line of the excerpt is in the script, in the same order ("..." marks a cut).
-    assert all(line in lines for line in excerpt if line != "..."), name
+    docs = REPO / "docs" / "slurm-jobs.md"
+    mention = docs.read_text().split(f"`tests/fixtures/jobs/{name}.sbatch`")[0].count("\n") + 1
+    excerpt = next(block for block in blocks(docs) if block.line > mention)
+    quoted = [line for line in excerpt.lines if line != "…"]
+    assert len(quoted) > 10, f"no excerpt of {name} found in docs/slurm-jobs.md"
+    lines = iter(golden_file(name).read_text().splitlines())
+    # Each line of the excerpt is in the script, in the same order ("…" marks a cut).
+    missing = [line for line in quoted if line not in lines]
+    assert not missing, f"{name}: not in the script (or out of order): {missing[:3]}"

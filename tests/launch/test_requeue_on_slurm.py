@@ -156,5 +156,5 @@ def test_mnist_stopped_before_its_time_limit_requeues_resumes_and_matches(
     assert str(resumes[0]["slurm_restart_count"]) == "1"  # the requeued run saw it
     assert "USR1 received" in output and "requeueing job" in output
     expected, resumed = final_weights(straight), final_weights(stopped)
-    assert expected.keys() == resumed.keys()
+    assert expected and expected.keys() == resumed.keys()
     assert all(torch.equal(expected[name], resumed[name]) for name in expected)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from scaletrain.core.errors import LaunchEnvironmentError
-from scaletrain.core.job_port import port_for_job
 from scaletrain.runtime.launchers import detect_layout
 
 TORCHRUN = {
@@ -104,7 +103,9 @@ def test_srun_step_gives_layout_from_slurm_variables() -> None:
     assert (layout.local_world_size, layout.node_rank, layout.num_nodes) == (4, 1, 2)
     # MASTER_ADDR is the first host of the expanded node list, where rank 0 runs.
     assert layout.master_addr == "nid005000"
-    assert layout.master_port == port_for_job(123456)
+    # The documented rule (docs/slurm-jobs.md): 20000 + job id mod 10000, as the job script's
+    # shell computes it; tests/launch/test_fake_srun.py checks that the two agree.
+    assert layout.master_port == 20000 + 123456 % 10000 == 23456
 
 
 def test_srun_master_port_differs_between_jobs_and_respects_master_port() -> None:
@@ -124,6 +125,36 @@ def test_srun_uneven_tasks_per_node_uses_this_nodes_count() -> None:
         "SLURM_PROCID": "4",
     }
     assert detect_layout(environ).local_world_size == 2
+
+
+@pytest.mark.parametrize(("node_id", "tasks_here"), [("0", 3), ("1", 2), ("2", 4)])
+def test_srun_uneven_tasks_without_this_host_in_the_list_count_by_slurm_nodeid(
+    node_id: str, tasks_here: int
+) -> None:
+    # Where SLURMD_NODENAME is not one of the step's host names (an alias, a container),
+    # SLURM_NODEID ("the relative node ID of the current node", counted from 0) picks this
+    # node's entry of SLURM_STEP_TASKS_PER_NODE ("3,2,4": 3 tasks on the first node, ...).
+    environ = {
+        **SLURM_STEP,
+        "SLURM_STEP_NODELIST": "nid[005000-005002]",
+        "SLURM_STEP_NUM_NODES": "3",
+        "SLURM_STEP_TASKS_PER_NODE": "3,2,4",
+        "SLURM_STEP_NUM_TASKS": "9",
+        "SLURM_NTASKS": "9",
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": node_id,
+        "SLURMD_NODENAME": "localhost",
+    }
+    layout = detect_layout(environ)
+    assert (layout.node_rank, layout.local_world_size) == (int(node_id), tasks_here)
+
+
+def test_srun_host_name_in_the_list_wins_over_a_stale_nodeid() -> None:
+    # The step's own list decides: SLURM_NODEID counts within the job, not the step.
+    environ = {**SLURM_STEP, "SLURM_STEP_TASKS_PER_NODE": "4,3", "SLURM_NODEID": "0"}
+    environ |= {"SLURM_STEP_NUM_TASKS": "7", "SLURM_NTASKS": "7", "SLURM_PROCID": "5"}
+    assert detect_layout(environ).local_world_size == 3  # SLURMD_NODENAME is the 2nd host
 
 
 def test_srun_without_step_nodelist_falls_back_to_job_nodelist() -> None:
@@ -176,7 +207,7 @@ def test_mpirun_inside_a_job_ignores_the_inherited_batch_procid() -> None:
     }
     layout = detect_layout(environ)
     assert layout.launcher == "mpi" and layout.rank == 3
-    assert layout.master_addr == "n1" and layout.master_port == port_for_job(77)
+    assert layout.master_addr == "n1" and layout.master_port == 20077
 
 
 def test_hydra_pmi_variables_on_one_node_need_no_master_addr() -> None:

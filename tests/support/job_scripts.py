@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -13,6 +14,10 @@ from scaletrain.launch.job_script import JobOptions, render_job_script
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
+from tests.conftest import REPO
+
+# A value of a user's cluster profile ([environment]) that would run commands if unquoted.
+HOSTILE_PROFILE_VALUE = "$(touch pwned14) `touch pwned15` it's"
 
 # Where the rendered examples "run": a LUMI-like project folder.
 WORKDIR = Path("/scratch/project_465000000/me")
@@ -56,3 +61,12 @@ def shellcheck(scripts: dict[str, str], folder: Path) -> str:
         check=False,
     )
     return result.stdout + result.stderr
+
+
+def hostile_site(config_home: Path) -> None:
+    """A user profile `hostile`: the test Slurm's (local.toml), exporting HOSTILE_VALUE."""
+    text = (REPO / "src/scaletrain/clusters/profiles/local.toml").read_text()
+    text += f"\n[environment]\nHOSTILE_VALUE = {json.dumps(HOSTILE_PROFILE_VALUE)}\n"
+    folder = config_home / "scaletrain" / "clusters"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hostile.toml").write_text(text)

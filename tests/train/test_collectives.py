@@ -31,6 +31,7 @@ def test_each_rank_knows_its_place(two_ranks: tuple[list[dict], str]) -> None:
 
 def test_metrics_are_reduced_over_all_ranks(two_ranks: tuple[list[dict], str]) -> None:
     ranks, _ = two_ranks
+    assert len(ranks) == 2
     for result in ranks:
         assert result["mean_of_rank"] == 0.5
         assert result["total_of_rank_plus_one"] == 3.0
@@ -39,7 +40,7 @@ def test_metrics_are_reduced_over_all_ranks(two_ranks: tuple[list[dict], str]) -
 
 def test_others_wait_until_rank_zero_prepared(two_ranks: tuple[list[dict], str]) -> None:
     ranks, _ = two_ranks
-    assert all(result["found_ready"] for result in ranks)
+    assert [result["found_ready"] for result in ranks] == [True, True]
 
 
 def test_print0_prints_once(two_ranks: tuple[list[dict], str]) -> None:

@@ -40,6 +40,23 @@ def test_epoch_sampler_reshuffles_each_pass_and_honours_set_epoch() -> None:
     assert list(sampler) == first  # set_epoch before each pass does not double-advance
 
 
+def test_each_pass_is_the_next_epoch_as_set_epoch_numbers_them() -> None:
+    # Pass k over the loader must be epoch k: the order DistributedSampler gives for
+    # set_epoch(k), so that a resumed run (which sets its epoch) continues the same sequence.
+    passes = EpochSampler(range(30), num_replicas=2, rank=1, shuffle=True, seed=7)
+    orders = [list(passes) for _ in range(3)]
+    for epoch, order in enumerate(orders):
+        explicit = EpochSampler(range(30), num_replicas=2, rank=1, shuffle=True, seed=7)
+        explicit.set_epoch(epoch)
+        assert order == list(explicit), epoch
+    assert passes.epoch == 2
+
+
+def test_a_global_batch_of_one_sample_is_one_sample_per_step() -> None:
+    assert per_rank_batch_size(1, world_size=1, accumulation_steps=1) == 1
+    assert per_rank_batch_size(2, world_size=2, accumulation_steps=1) == 1
+
+
 def test_epoch_sampler_resumes_the_rest_of_an_epoch_in_the_same_order() -> None:
     uninterrupted = EpochSampler(range(40), num_replicas=1, rank=0, shuffle=True, seed=3)
     uninterrupted.set_epoch(2)
@@ -92,6 +109,20 @@ def test_loader_uses_forkserver_workers_within_this_ranks_cores(
     assert with_workers.multiprocessing_context.get_start_method() == "forkserver"
     batches = [batch[0] for batch in with_workers]
     assert len(batches) == 4 and all(len(b) == 8 for b in batches)
+
+
+def test_loader_with_accumulation_loads_one_micro_batch_per_step(
+    single_process: st.DistEnv,
+) -> None:
+    # One optimizer step sees the global batch: ranks × accumulation steps × micro-batch.
+    # One rank accumulating 4 micro-batches of a global batch of 16 loads 4 samples at a time.
+    data = TensorDataset(torch.arange(64.0))
+    accumulating = st.loader(data, global_batch_size=16, accumulation_steps=4, num_workers=0)
+    batches = [batch[0] for batch in accumulating]
+    assert [len(batch) for batch in batches] == [4] * 16
+    assert sorted(torch.cat(batches).tolist()) == list(range(64))  # every sample once
+    with pytest.raises(ScaletrainError, match=r"1 process\(es\) × 3 accumulation step"):
+        st.loader(data, global_batch_size=16, accumulation_steps=3)
 
 
 def test_init_twice_returns_the_same_env_and_helpers_work_alone(

@@ -42,7 +42,7 @@ def seen(folder: Path, rank: int) -> list[list[int]]:
 def test_two_ranks_reach_the_same_weights_as_one(runs: dict[int, Path]) -> None:
     single = torch.load(runs[1] / "weights.pt", weights_only=True)
     double = torch.load(runs[2] / "weights.pt", weights_only=True)
-    assert single.keys() == double.keys()
+    assert single and single.keys() == double.keys()
     for name in single:
         assert not torch.equal(single[name], torch.zeros_like(single[name]))
         torch.testing.assert_close(double[name], single[name], rtol=1e-9, atol=1e-10)

@@ -1,0 +1,125 @@
+"""Write docs/mutation-report.md from mutmut's results (run by scripts/mutation.sh).
+
+Per module: mutants made, killed (a test failed), survived (no test noticed), no test ran
+them, and the survival rate = survived / (killed + survived + timed out). Each survivor is
+listed with its change; a survivor whose change only rewrites the text of a string (a
+message, a hint) is grouped as such, and every other one must have a reason in
+scripts/mutation-reasons.toml (why it is harmless), else the report says "unexplained".
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from scaletrain.core.toml_text import parse_toml
+
+REPO = Path(__file__).resolve().parents[1]
+MUTMUT = [str(Path(sys.executable).with_name("mutmut"))]
+REPORT = REPO / "docs" / "mutation-report.md"
+REASONS = REPO / "scripts" / "mutation-reasons.toml"
+# mutmut names a mutant <module>.x_<function>__mutmut_<n> or <module>.xǁ<Class>ǁ<method>...
+MODULE = re.compile(r"^(?P<module>.+?)\.x[_ǁ]")
+STRING = re.compile(r"""(?:[rbf]*)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
+
+
+def results() -> dict[str, str]:
+    """Every mutant's name and status, from `mutmut results --all true`."""
+    output = subprocess.run(
+        [*MUTMUT, "results", "--all", "true"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    ).stdout
+    found = {}
+    for line in output.splitlines():
+        name, _, status = line.strip().rpartition(": ")
+        if name:
+            found[name] = status
+    return found
+
+
+def change(name: str) -> tuple[str, str]:
+    """The line a mutant removed and the one it added (stripped)."""
+    diff = subprocess.run(
+        [*MUTMUT, "show", name], cwd=REPO, capture_output=True, text=True, timeout=600
+    ).stdout
+    lines = diff.splitlines()
+    removed = [line[1:].strip() for line in lines if line[:1] == "-" and line[:3] != "---"]
+    added = [line[1:].strip() for line in lines if line[:1] == "+" and line[:3] != "+++"]
+    return " ".join(removed), " ".join(added)
+
+
+def only_text_changed(removed: str, added: str) -> bool:
+    """Whether the two lines differ only inside string literals (or a string became None)."""
+    blank = lambda text: STRING.sub('""', text)  # noqa: E731
+    return blank(removed) == blank(added) or blank(added) == blank(removed).replace('""', "None", 1)
+
+
+def main() -> None:
+    statuses = results()
+    reasons: dict[str, str] = parse_toml(REASONS.read_text()) if REASONS.is_file() else {}
+    by_module: dict[str, Counter[str]] = defaultdict(Counter)
+    for name, status in statuses.items():
+        by_module[MODULE.match(name)["module"] if MODULE.match(name) else name][status] += 1
+    lines = [
+        "# Mutation testing report",
+        "",
+        "Written by `bash scripts/mutation.sh` (mutmut, settings in pyproject.toml",
+        f"[tool.mutmut]) on {datetime.now(timezone.utc):%Y-%m-%d}. A mutant is one small change",
+        "of the code (a `<` for a `<=`, a `+ 1`, a string emptied); the fast tests of that code",
+        "run against it. *Survived*: no test noticed. Survival rate = survived / (killed +",
+        "survived + timed out); *no tests*: no selected test runs that code; *not run*: the",
+        "last run stopped before it reached them (`bash scripts/mutation.sh` continues where",
+        "it stopped: results are kept in mutants/).",
+        "",
+        "| module | mutants | killed | survived | timed out | no tests | not run | survival rate |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for module, counts in sorted(by_module.items()):
+        tested = counts["killed"] + counts["survived"] + counts["timeout"]
+        rate = f"{counts['survived'] / tested:.0%}" if tested else "-"
+        lines.append(
+            f"| `{module}` | {sum(counts.values())} | {counts['killed']} | {counts['survived']} | "
+            f"{counts['timeout']} | {counts['no tests']} | {counts['not checked']} | {rate} |"
+        )
+    survivors = sorted(name for name, status in statuses.items() if status == "survived")
+    text_only, logic = [], []
+    for name in survivors:
+        removed, added = change(name)
+        (text_only if only_text_changed(removed, added) else logic).append((name, removed, added))
+    lines += [
+        "",
+        f"## Survivors that change logic ({len(logic)})",
+        "",
+        "Each with why it is harmless (scripts/mutation-reasons.toml), or *unexplained*: a",
+        "test to write.",
+        "",
+    ]
+    for name, removed, added in logic:
+        reason = next(
+            (why for pattern, why in reasons.items() if fnmatch.fnmatchcase(name, pattern)),
+            "*unexplained*",
+        )
+        lines += [f"- `{name}`: `{removed}` → `{added}`", f"  {reason}"]
+    lines += [
+        "",
+        f"## Survivors that change only the text of a message ({len(text_only)})",
+        "",
+        "The tests check each error's key words and its hint's fix, not every word of it.",
+        "",
+    ]
+    lines += [f"- `{name}`" for name, _, _ in text_only]
+    REPORT.write_text("\n".join(lines) + "\n")
+    print(f"wrote {REPORT}")
+
+
+if __name__ == "__main__":
+    main()

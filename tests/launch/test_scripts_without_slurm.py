@@ -1,0 +1,145 @@
+"""Every launch mode's job script, run by bash without Slurm: hostile values arrive intact.
+
+A recording stand-in for srun and scontrol (tests/support/fake_slurm.py) starts each task
+command as a real srun would; the "training script" records the argv and environment it got.
+The launchers in between (torchrun, accelerate) are the real ones. The same hostile values
+go through the real test Slurm in test_jobs_on_slurm.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scaletrain.clusters.catalog import load_profile
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.planning.modes import launch_modes
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
+from scaletrain.runtime.launchers import detect_layout
+from tests.conftest import WORKERS, clean_environ
+from tests.launch.test_render import HOSTILE_ARGUMENTS
+from tests.support import fake_slurm
+from tests.support.job_scripts import HOSTILE_PROFILE_VALUE, hostile_site, render
+
+pytestmark = pytest.mark.multiprocess
+
+SCRIPT_NAME = "my $(touch pwned10) `x`.py"
+PROCESSES = 2
+# The batch shell and every task it starts end within this many seconds.
+JOB_TIMEOUT_S = 240
+
+
+def run_without_slurm(tmp_path: Path, mode: str) -> dict[str, Any]:
+    """Render `mode`'s job for 2 CPU processes with hostile values, run it; what it did."""
+    workdir = tmp_path / "project 'pwned11' $(touch pwned12)"
+    workdir.mkdir()
+    shutil.copy(WORKERS / "argv_probe.py", workdir / SCRIPT_NAME)
+    hostile_site(tmp_path / "config")
+    profile = load_profile("hostile", {"XDG_CONFIG_HOME": str(tmp_path / "config")})
+    request = Request(
+        cluster="hostile",
+        script=SCRIPT_NAME,
+        script_args=HOSTILE_ARGUMENTS,
+        time="1:00:00",
+        gpus=PROCESSES,
+        mode=mode,
+    )
+    plan = plan_job(request, profile)
+    folder = RunFolder(workdir / "runs; touch pwned13" / "mnist")
+    script = render(plan, folder=folder, workdir=workdir, preflight=False)
+    job = tmp_path / "job.sbatch"
+    job.write_text(script)
+    out, log = tmp_path / "probe", tmp_path / "fake-slurm.jsonl"
+    out.mkdir()
+    job_id = random.randrange(10**6, 10**7)  # its port (20000 + id % 10000) differs per run
+    environ = clean_environ(
+        **fake_slurm.batch_environment(script, job_id=job_id, nodelist="localhost"),
+        **fake_slurm.install(tmp_path / "bin", log),
+        PROBE_OUT=str(out),
+    )
+    # A session of its own, so that a timeout ends the tasks and launchers the job started too.
+    batch = subprocess.Popen(
+        ["bash", str(job)],
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = batch.communicate(timeout=JOB_TIMEOUT_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(batch.pid, signal.SIGKILL)
+    return {
+        "exit_code": batch.returncode,
+        "output": output,
+        "job_id": job_id,
+        "workdir": workdir,
+        "processes": [json.loads(path.read_text()) for path in sorted(out.glob("*.json"))],
+        "calls": [json.loads(line) for line in log.read_text().splitlines()],
+    }
+
+
+@pytest.mark.parametrize("mode", sorted(launch_modes()))
+def test_each_mode_runs_without_slurm_and_passes_hostile_values_as_one_word_each(
+    mode: str, tmp_path: Path
+) -> None:
+    job = run_without_slurm(tmp_path, mode)
+    assert job["exit_code"] == 0, job["output"][-3000:]
+    assert not list(tmp_path.rglob("pwned*")), "a hostile value ran as a command"
+    srun_calls = [call["argv"] for call in job["calls"] if call["command"] == "srun"]
+    assert len(srun_calls) == 1 and srun_calls[0][0] == "--kill-on-bad-exit=1"
+    processes = job["processes"]
+    assert len(processes) == PROCESSES, job["output"][-3000:]
+    for process in processes:
+        # Exactly the arguments given, each one word, to the script given, in the folder given.
+        assert Path(process["argv"][0]).name == SCRIPT_NAME
+        assert process["argv"][1:] == list(HOSTILE_ARGUMENTS)
+        assert Path(process["cwd"]) == job["workdir"]
+        assert process["environ"]["HOSTILE_VALUE"] == HOSTILE_PROFILE_VALUE
+        assert process["environ"]["SCALETRAIN_RUN_DIR"] == str(
+            job["workdir"] / "runs; touch pwned13" / "mnist"
+        )
+    check_ranks(mode, job)
+
+
+def check_ranks(mode: str, job: dict[str, Any]) -> None:
+    """Each process's rank variables, as its launcher defines them."""
+    tasks = [process["environ"] for process in job["processes"]]
+    if launch_modes()[mode].tasks_per_node == "one":
+        # One Slurm task; its launcher starts every process of the node (torchrun's RANK).
+        assert sorted(task["RANK"] for task in tasks) == ["0", "1"]
+        assert {task["SLURM_PROCID"] for task in tasks} == {"0"}
+        return
+    # One Slurm task per process: SLURM_PROCID counts them, and the port rule of
+    # docs/slurm-jobs.md (20000 + job id mod 10000) holds in the batch shell's MASTER_PORT
+    # and in the runtime's own fallback for tasks started without MASTER_PORT.
+    assert sorted(task["SLURM_PROCID"] for task in tasks) == ["0", "1"]
+    expected_port = 20000 + job["job_id"] % 10000
+    torch_variables = {"MASTER_PORT", "MASTER_ADDR", "RANK", "LOCAL_RANK", "WORLD_SIZE"}
+    torch_variables.add("LOCAL_WORLD_SIZE")
+    for task in tasks:
+        assert (task["MASTER_ADDR"], int(task["MASTER_PORT"])) == ("localhost", expected_port)
+        slurm_only = {k: v for k, v in task.items() if k not in torch_variables}
+        layout = detect_layout(slurm_only)
+        assert (layout.launcher, layout.master_port) == ("slurm", expected_port)
+        assert (layout.rank, layout.world_size) == (int(task["SLURM_PROCID"]), PROCESSES)
+        if mode == "deepspeed":
+            # torch's variables, from this task's own SLURM_* values (not the batch shell's).
+            assert (task["RANK"], task["LOCAL_RANK"]) == (
+                task["SLURM_PROCID"],
+                task["SLURM_LOCALID"],
+            )
+            assert (task["WORLD_SIZE"], task["LOCAL_WORLD_SIZE"]) == ("2", "2")
