@@ -49,6 +49,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--activation-checkpointing", action="store_true")
     parser.add_argument("--no-checkpoints", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--device",
+        help="cpu to train on the CPU although the launcher lists GPUs (DeepSpeed's launcher "
+        "sets CUDA_VISIBLE_DEVICES from --num_gpus even where there are none)",
+    )
     # What the DeepSpeed launcher passes (CSC's examples: --deepspeed --deepspeed_config).
     parser.add_argument("--deepspeed", action="store_true", help="(DeepSpeed launcher)")
     parser.add_argument("--deepspeed_config", type=Path, help="a DeepSpeed JSON config")
@@ -81,7 +86,7 @@ def validation_loss(
 
 def main() -> None:
     args = parse_args()
-    env = st.init()
+    env = st.init(device=args.device)
     st.seed_everything(args.seed)  # the same initial weights on every rank
     with st.rank_zero_first():
         if args.create_small_data and not (args.data_dir / "meta.json").exists():

@@ -46,6 +46,9 @@ def start_ranks(
             GROUP_RANK=str(rank) if one_per_node else "0",
             MASTER_ADDR=master_addr,
             MASTER_PORT=port,
+            # The join waits 3 × this: a rank pinned to one busy core of this shared 2-core
+            # machine can take over 30 s to import torch (an option on the command wins).
+            SCALETRAIN_RENDEZVOUS_TIMEOUT="40",
             **(extra or {}),
         )
         wrapper = list(prefix[rank]) if prefix else []

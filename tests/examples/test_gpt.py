@@ -75,6 +75,7 @@ def test_zero3_under_the_deepspeed_launcher(tmp_path: Path) -> None:
         "--master_port", str(free_port()),
         str(EXAMPLE / "train.py"), "--data-dir", str(tmp_path / "data"), "--create-small-data",
         "--deepspeed", "--deepspeed_config", str(EXAMPLE / "ds_zero3.json"),
+        "--device", "cpu",  # the launcher sets CUDA_VISIBLE_DEVICES=0,1 without GPUs too
     ]  # fmt: skip
     result = subprocess.run(
         command,
