@@ -119,6 +119,7 @@ def show_memory(decided: Plan) -> None:
             title=f"memory per GPU: {parameters / 1e9:.3g} B parameters, "
             f"{decided.world_size} × {decided.gpu_memory_gb:g} GB",
             columns=("strategy", "model states", "activations", "total", "fits"),
+            right_aligned=("model states", "activations", "total", "fits"),
         )
     )
     if decided.memory_estimates[0].activations_gb is None:

@@ -4,15 +4,17 @@ A command's result (the table it exists to show, JSON, a job script) goes to std
 `scaletrain clusters | grep lumi` works; notes, progress, warnings and errors go to stderr.
 No text is read as rich markup: messages are plain text and styles (named by meaning) are
 attached to whole pieces, so a job name `[bold]x` or the hint `pip install
-'scaletrain[torch]'` prints exactly as written. Output that is not a terminal is never
-wrapped: a pipe or a log file gets whole lines. rich honours NO_COLOR.
+'scaletrain[torch]'` prints exactly as written. Output that is not a terminal is not
+wrapped (a pipe or a log file gets whole lines) unless COLUMNS is exported. rich honours
+NO_COLOR.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from rich.console import Console, RenderableType
@@ -41,7 +43,8 @@ Piece = str | tuple[str, str] | Text
 def _console(*, stderr: bool) -> Console:
     """A console on the current stdout or stderr (tests and pipes may replace them)."""
     console = Console(stderr=stderr, theme=THEME, highlight=False)
-    if not console.is_terminal:
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # An exported COLUMNS is a width asked for (rich reads it): kept, as in a terminal.
         console.width = _UNWRAPPED_WIDTH
     return console
 
@@ -66,9 +69,11 @@ def table(
     *,
     title: str | None = None,
     columns: Sequence[str] = (),
+    right_aligned: Collection[str] = (),
     **options: Any,
 ) -> Table:
-    """A table whose every cell and title is plain text (never markup)."""
+    """A table whose every cell and title is plain text (never markup); the columns named in
+    `right_aligned` (numbers) line up on the right."""
     shown = Table(
         title=Text(title) if title else None,
         title_justify="left",
@@ -76,7 +81,7 @@ def table(
         **options,
     )
     for column in columns:
-        shown.add_column(Text(column))
+        shown.add_column(Text(column), justify="right" if column in right_aligned else "left")
     for row in rows:
         shown.add_row(*(text(cell) for cell in row))
     return shown

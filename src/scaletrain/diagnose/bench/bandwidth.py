@@ -124,25 +124,31 @@ def _collective(
             return bool((buffer == world_size * (world_size + 1) / 2).all())
 
         return lambda: dist.all_reduce(buffer, group=group), check_sum
+    # torch 2.14 renamed the single-tensor collectives (the old names warn); older torch,
+    # which users' clusters may provide, has only the old names.
+    gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    reduce_scatter_single = (
+        getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    )
     if op == "all_gather":
         gathered, mine = torch.empty(count, device=device), torch.empty(chunk, device=device)
 
         def check_gathered() -> bool:
             mine.fill_(float(rank))
-            dist.all_gather_into_tensor(gathered, mine, group=group)
+            gather_single(gathered, mine, group=group)
             expected = torch.arange(world_size, device=device).repeat_interleave(chunk)
             return bool((gathered == expected).all())
 
-        return lambda: dist.all_gather_into_tensor(gathered, mine, group=group), check_gathered
+        return lambda: gather_single(gathered, mine, group=group), check_gathered
     if op == "reduce_scatter":
         inputs, mine = torch.empty(count, device=device), torch.empty(chunk, device=device)
 
         def check_scattered() -> bool:
             inputs.fill_(1.0)
-            dist.reduce_scatter_tensor(mine, inputs, group=group)
+            reduce_scatter_single(mine, inputs, group=group)
             return bool((mine == world_size).all())
 
-        return lambda: dist.reduce_scatter_tensor(mine, inputs, group=group), check_scattered
+        return lambda: reduce_scatter_single(mine, inputs, group=group), check_scattered
     buffer = torch.empty(count, device=device)
     source = dist.get_global_rank(group, 0) if group is not None else 0
 
