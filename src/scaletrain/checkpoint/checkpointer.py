@@ -29,10 +29,11 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 from scaletrain.checkpoint import stop
+from scaletrain.checkpoint.interval import AUTO
 from scaletrain.checkpoint.layout import CheckpointStore, checkpoint_name
 from scaletrain.checkpoint.manifest import Position
 from scaletrain.checkpoint.resume import Resumed, load_newest
-from scaletrain.checkpoint.schedule import AUTO, Ballot, SavePolicy, StepVote
+from scaletrain.checkpoint.schedule import Ballot, SavePolicy, StepVote
 from scaletrain.checkpoint.state import (
     HasState,
     TrainingObjects,

@@ -2,12 +2,12 @@
 
 Work since the newest checkpoint is redone after a restart; a hang also runs until the
 watchdog's limit. Both bounds come from where they are decided: the Checkpointer's automatic
-save interval (checkpoint/schedule.py) and the hang limit (core/hang_report.py).
+save interval (checkpoint/interval.py) and the hang limit (core/hang_report.py).
 """
 
 from __future__ import annotations
 
-from scaletrain.checkpoint.schedule import (
+from scaletrain.checkpoint.interval import (
     AUTO_MAX_INTERVAL_S,
     AUTO_MIN_INTERVAL_S,
     SAVE_COST_FRACTION,

@@ -101,8 +101,12 @@ def _stack_text(
     if answer is not None and dump.is_file():
         return dump.read_text(errors="replace")
     signal_file = signal_dump_path(run, rank)
-    if offset is not None and signal_file.is_file():
-        with signal_file.open(errors="replace") as file:
-            file.seek(offset)
-            return file.read()
-    return ""
+    if offset is None or not signal_file.is_file():
+        return ""
+    with signal_file.open(errors="replace") as file:
+        file.seek(offset)
+        text = file.read()
+    if text:  # kept with the answers, so that the folder holds every rank's stacks
+        folder.mkdir(parents=True, exist_ok=True)
+        dump.write_text(text)
+    return text
