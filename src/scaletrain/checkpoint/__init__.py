@@ -7,6 +7,7 @@ newest intact checkpoint), interval (how often to save by default), schedule (wh
 and the vote in which ranks agree), stop (stop requests and the stop handshake with job
 scripts), checkpointer (the user's API).
 
-Nothing is imported here: layout, manifest, interval, schedule and stop need no torch and are read by
-login-node tools; `scaletrain.Checkpointer` loads the torch part on first use.
+Nothing is imported here: layout, manifest, interval, schedule and stop need no torch at
+import and are read by login-node tools; `scaletrain.Checkpointer` loads the torch part on
+first use.
 """
