@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -159,6 +160,12 @@ def read_beats(folder: RunFolder) -> dict[int, RankBeat]:
             if beat is not None:
                 beats[beat.rank] = beat
     return dict(sorted(beats.items()))
+
+
+def since_last_step(beats: Mapping[int, RankBeat]) -> float | None:
+    """Seconds since any rank last finished a step; None before the first step."""
+    times = [beat.last_step_time for beat in beats.values() if beat.last_step_time]
+    return min(seconds_since(moment) for moment in times) if times else None
 
 
 def request_stacks(folder: RunFolder, reason: str) -> StackRequest:

@@ -241,9 +241,11 @@ def partitions(*, environ: Mapping[str, str]) -> list[SlurmPartition]:
     return [partition_from_fields(fields) for fields in parse_oneliners(output)]
 
 
-def nodes(*, environ: Mapping[str, str]) -> list[SlurmNode]:
-    """Every node of the cluster."""
-    output = run_command("scontrol", "show", "node", "--oneliner", environ=environ)
+def nodes(*, environ: Mapping[str, str], names: str = "") -> list[SlurmNode]:
+    """Every node of the cluster, or those of a host list such as n[1-2]."""
+    output = run_command(
+        "scontrol", "show", "node", "--oneliner", *([names] if names else []), environ=environ
+    )
     return [node_from_fields(fields) for fields in parse_oneliners(output)]
 
 
