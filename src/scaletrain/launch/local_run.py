@@ -40,6 +40,8 @@ from scaletrain.launch.watchdog.watch import watch_run
 from scaletrain.planning.modes import launch_mode
 from scaletrain.runtime.child_processes import die_with_parent
 
+# What the watchdog of a local run says, kept beside the ranks' logs.
+WATCHDOG_LOG = "watchdog.log"
 # Splits torchrun's options from the script and its arguments (see torchrun/entry.py).
 SEPARATOR = "--"
 
@@ -298,12 +300,15 @@ class _Watchdog:
 
     def _watch(self, limit_s: float) -> None:
         self.report = watch_run(
-            self._folder,
-            limit_s,
-            end_step=self._end_run,
-            say=lambda text: print(f"scaletrain watchdog: {text}", file=sys.stderr, flush=True),
-            stop=self._stop,
+            self._folder, limit_s, end_step=self._end_run, say=self._say, stop=self._stop
         )
+
+    def _say(self, text: str) -> None:
+        """On the console, and in logs/watchdog.log for `scaletrain doctor`."""
+        line = f"scaletrain watchdog: {text}"
+        print(line, file=sys.stderr, flush=True)
+        with (self._folder.logs / WATCHDOG_LOG).open("a") as log:
+            log.write(line + "\n")
 
     def _end_run(self, _report: HangReport) -> None:
         """torchrun first (it would restart the processes), then every training process."""
