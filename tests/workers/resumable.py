@@ -47,6 +47,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sleep-rank", type=int, help="this rank sleeps inside one step, once")
     parser.add_argument("--sleep-at-step", type=int, default=5)
     parser.add_argument("--sleep-seconds", type=float, default=600.0)
+    parser.add_argument("--evaluation-seconds", type=float, default=0.0, help="after each epoch")
     return parser.parse_args()
 
 
@@ -104,6 +105,7 @@ def main() -> None:
             scheduler.step()
             progress.update(epoch=epoch, loss=loss)
             time.sleep(args.step_seconds)
+        time.sleep(args.evaluation_seconds)  # outside the loop, as an evaluation would be
 
     if env.is_main:
         torch.save(st.unwrap(model).state_dict(), args.out / "weights.pt")

@@ -1,0 +1,77 @@
+"""What a rank reports about its node's network, measured in real network namespaces: a node
+with a veth link named like LUMI's hsn0 to a master host in a second namespace, cut the way
+the Slurm tests cut it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+# A child process inside the namespace prints what the runtime sees there.
+PROBE = (
+    "import json, dataclasses\n"
+    "from scaletrain.runtime.network import rendezvous_reachable, watched_interfaces\n"
+    "env = {'MASTER_ADDR': '10.223.0.2', 'MASTER_PORT': '29500', 'GLOO_SOCKET_IFNAME': 'hsn0'}\n"
+    "print(json.dumps({'interfaces': [dataclasses.asdict(i) for i in watched_interfaces(env)],"
+    " 'rendezvous': rendezvous_reachable(env, 1.0)}))\n"
+)
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def namespace() -> Iterator[tuple[str, str]]:
+    """(the node's namespace, the master's)."""
+    node, master = f"st-net-{os.getpid()}", f"st-net-{os.getpid()}-m"
+    try:
+        _ip("netns", "add", node)
+    except (subprocess.CalledProcessError, FileNotFoundError) as error:
+        pytest.skip(f"cannot create a network namespace here: {error}")
+    try:
+        _ip("netns", "add", master)
+        _ip("-n", node, "link", "add", "hsn0", "type", "veth", "peer", "peer0", "netns", master)
+        _ip("-n", node, "addr", "add", "10.223.0.1/24", "dev", "hsn0")
+        _ip("-n", master, "addr", "add", "10.223.0.2/24", "dev", "peer0")
+        for name, interface in ((node, "lo"), (node, "hsn0"), (master, "peer0")):
+            _ip("-n", name, "link", "set", interface, "up")
+        yield node, master
+    finally:
+        for name in (node, master):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+
+
+def seen_from(namespace: str) -> dict[str, object]:
+    result = subprocess.run(
+        ["ip", "netns", "exec", namespace, sys.executable, "-c", PROBE],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    report: dict[str, object] = json.loads(result.stdout)
+    return report
+
+
+def test_a_working_link_a_cut_link_and_a_lost_carrier(namespace: tuple[str, str]) -> None:
+    node, master = namespace
+    working = seen_from(node)
+    assert working["interfaces"] == [
+        {"name": "hsn0", "up": True, "running": True, "why": "GLOO_SOCKET_IFNAME"}
+    ]
+    assert working["rendezvous"] == "reachable"  # refused: the host answered
+    _ip("-n", master, "link", "set", "peer0", "down")  # the other end: carrier lost
+    assert seen_from(node)["interfaces"] == [
+        {"name": "hsn0", "up": True, "running": False, "why": "GLOO_SOCKET_IFNAME"}
+    ]
+    _ip("-n", node, "link", "set", "hsn0", "down")  # `ip link set hsn0 down` on the node
+    cut = seen_from(node)
+    assert cut["interfaces"] == [
+        {"name": "hsn0", "up": False, "running": False, "why": "GLOO_SOCKET_IFNAME"},
+        {"name": "(none)", "up": False, "running": False,
+         "why": "no route to MASTER_ADDR 10.223.0.2"},
+    ]  # fmt: skip
+    assert cut["rendezvous"] == "10.223.0.2:29500: Network is unreachable"
