@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from scaletrain.core.rank_files import InterfaceState, RankAnswer, RankBeat, StackRequest
+from scaletrain.core.rank_files import (
+    InterfaceState,
+    Phase,
+    RankAnswer,
+    RankBeat,
+    StackRequest,
+)
 from scaletrain.launch.watchdog.collect import Collected, RankStacks
 from scaletrain.launch.watchdog.stack_text import Frame, MainThread, is_waiting, main_thread
 from scaletrain.launch.watchdog.verdict import judge
@@ -85,9 +91,8 @@ HOSTS = ("n1", "n1", "n2", "n2")
 
 def test_a_cut_link_blames_its_node() -> None:
     down = InterfaceState(name="hsn0", up=False, running=False, why="GLOO_SOCKET_IFNAME")
-    verdict = judge(
-        collected(*(rank(r, h, interfaces=(down,) if h == "n2" else ()) for r, h in enumerate(HOSTS)))
-    )
+    ranks = [rank(r, h, interfaces=(down,) if h == "n2" else ()) for r, h in enumerate(HOSTS)]
+    verdict = judge(collected(*ranks))
     assert [(r.rank, r.host) for r in verdict.stopped_first] == [(2, "n2"), (3, "n2")]
     assert verdict.stopped_first[0].why == (
         "has its network interface hsn0 down, at train.py:80 in main"
@@ -144,18 +149,19 @@ class Clock:
         return self.now
 
 
-def beats(*states: tuple[int, str], median: float | None = 0.1) -> dict[int, RankBeat]:
-    return {
-        number: RankBeat(
+def beats(*states: tuple[int, Phase], median: float | None = 0.1) -> dict[int, RankBeat]:
+    """Heartbeats of ranks in (step, phase)."""
+    found = {}
+    for number, (step, phase) in enumerate(states):
+        found[number] = RankBeat(
             rank=number, world_size=len(states), host="n1", pid=number, pid_start=1,
-            main_thread=1, step=step, phase=phase, step_time_s=median,  # type: ignore[arg-type]
+            main_thread=1, step=step, phase=phase, step_time_s=median,
         )  # fmt: skip
-        for number, (step, phase) in enumerate(states)
-    }
+    return found
 
 
 @pytest.mark.parametrize("phases", [("start", "start"), ("outside", "outside"), ("loop", "save")])
-def test_the_clock_stands_still_outside_the_training_loop(phases: tuple[str, str]) -> None:
+def test_the_clock_stands_still_outside_the_training_loop(phases: tuple[Phase, Phase]) -> None:
     clock = Clock()
     watch = HangWatch(30, clock)
     for minute in range(10):

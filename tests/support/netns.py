@@ -4,9 +4,10 @@ Each node gets its own network namespace with one interface named like LUMI's hi
 network (hsn0) and an address in a private /24; all node interfaces hang off a bridge that
 lives in a namespace of its own. Optionally each node also gets a management interface (nmn0,
 as HPE Cray names its node management network) on a second /24 and bridge: Slurm talks over
-it, training over hsn0, as on a real cluster, so cutting hsn0 leaves Slurm in control. Nothing is added to the machine's own network: the root
-namespace gets no interface and no address, so two instances (or other helpers' tests) can
-never collide even if their subnets are equal.
+it, training over hsn0, as on a real cluster, so cutting hsn0 leaves Slurm in control.
+Nothing is added to the machine's own network: the root namespace gets no interface and no
+address, so two instances (or other helpers' tests) can never collide even if their subnets
+are equal.
 
 Commands run "on" a node with `node_command`: its network namespace plus a private mount
 namespace (for a private /etc/hosts) and UTS namespace (for its own hostname).
@@ -75,9 +76,7 @@ def create_network(
     _attach(network, network.addresses, bridge=prefix[:15], interface=INTERFACE, suffix="")
     if network.management_addresses:
         bridge = f"m{prefix}"[:15]
-        _attach(
-            network, network.management_addresses, bridge, MANAGEMENT_INTERFACE, suffix="m"
-        )
+        _attach(network, network.management_addresses, bridge, MANAGEMENT_INTERFACE, suffix="m")
     return network
 
 
