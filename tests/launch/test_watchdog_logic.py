@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import threading
 import time
@@ -160,7 +161,7 @@ def beats(*states: tuple[int, Phase], median: float | None = 0.1) -> dict[int, R
     return found
 
 
-@pytest.mark.parametrize("phases", [("start", "start"), ("outside", "outside"), ("loop", "save")])
+@pytest.mark.parametrize("phases", [("start", "start"), ("outside", "outside"), ("start", "ended")])
 def test_the_clock_stands_still_outside_the_training_loop(phases: tuple[Phase, Phase]) -> None:
     clock = Clock()
     watch = HangWatch(30, clock)
@@ -185,3 +186,18 @@ def test_the_clock_counts_time_without_progress_and_restarts_on_progress() -> No
     assert watch.step == 6 and watch.limit_s == 30
     watch.stalled_for(beats((6, "loop"), (6, "loop"), median=4.0))
     assert watch.limit_s == 80  # 20 median steps of 4 s
+
+
+def test_a_save_has_a_longer_limit_from_the_longest_save_so_far() -> None:
+    clock = Clock()
+    watch = HangWatch(30, clock)
+    saving = beats((10, "loop"), (10, "save"))
+    assert watch.stalled_for(saving) == 0 and watch.limit_s == 60  # twice the limit
+    clock.now = 59
+    assert watch.stalled_for(saving) == 59
+    # The next save, after one of 40 s: five times the longest save.
+    clock.now = 100
+    assert watch.stalled_for(beats((20, "loop"), (20, "loop"))) == 0
+    saving = beats((20, "loop"), (20, "save"))
+    saving[1] = dataclasses.replace(saving[1], save_time_s=40.0)
+    assert watch.stalled_for(saving) == 0 and watch.limit_s == 200

@@ -16,7 +16,9 @@ import pytest
 PROBE = (
     "import json, dataclasses\n"
     "from scaletrain.runtime.network import rendezvous_reachable, watched_interfaces\n"
-    "env = {'MASTER_ADDR': '10.223.0.2', 'MASTER_PORT': '29500', 'GLOO_SOCKET_IFNAME': 'hsn0'}\n"
+    "import sys\n"
+    "env = {'MASTER_ADDR': '10.223.0.2', 'MASTER_PORT': '29500'}\n"
+    "env['GLOO_SOCKET_IFNAME'] = sys.argv[1]\n"
     "print(json.dumps({'interfaces': [dataclasses.asdict(i) for i in watched_interfaces(env)],"
     " 'rendezvous': rendezvous_reachable(env, 1.0)}))\n"
 )
@@ -47,9 +49,10 @@ def namespace() -> Iterator[tuple[str, str]]:
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
 
 
-def seen_from(namespace: str) -> dict[str, object]:
+def seen_from(namespace: str, gloo_interfaces: str = "hsn0") -> dict[str, object]:
+    """What a rank there reports, told to use `gloo_interfaces` (GLOO_SOCKET_IFNAME)."""
     result = subprocess.run(
-        ["ip", "netns", "exec", namespace, sys.executable, "-c", PROBE],
+        ["ip", "netns", "exec", namespace, sys.executable, "-c", PROBE, gloo_interfaces],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     report: dict[str, object] = json.loads(result.stdout)
@@ -75,3 +78,10 @@ def test_a_working_link_a_cut_link_and_a_lost_carrier(namespace: tuple[str, str]
          "why": "no route to MASTER_ADDR 10.223.0.2"},
     ]  # fmt: skip
     assert cut["rendezvous"] == "10.223.0.2:29500: Network is unreachable"
+    # Told nothing about interfaces (torchrun's default), the rank still names the one that
+    # went down: it lost its route, not its address.
+    assert seen_from(node, "")["interfaces"] == [
+        {"name": "hsn0", "up": False, "running": False, "why": "has an address, no route"},
+        {"name": "(none)", "up": False, "running": False,
+         "why": "no route to MASTER_ADDR 10.223.0.2"},
+    ]  # fmt: skip

@@ -21,6 +21,10 @@ DEFAULT_HANG_LIMIT_S = 300.0
 usually take, far shorter than the collectives' own timeouts (NCCL 10 min, gloo 30 min)."""
 STEP_TIME_MULTIPLE = 20
 """Slow steps raise the limit: never less than this many median steps."""
+SAVE_LIMIT_FLOOR_MULTIPLE = 2
+SAVE_TIME_MULTIPLE = 5
+"""A checkpoint save is a hang after twice the limit, or five times the longest save so far:
+saves of large models take minutes, and one that hangs in its collectives must still end."""
 NOTICE_FRACTION = 0.5
 """At this fraction of the limit the watchdog reports who is behind, without ending anything."""
 HANG_EXIT_STATUS = 75
@@ -31,6 +35,11 @@ again"), which neither Python, torchrun, srun nor a signal produces by itself.""
 def hang_limit(floor_s: float, median_step_s: float | None) -> float:
     """The limit: `floor_s`, or STEP_TIME_MULTIPLE median steps when that is longer."""
     return max(floor_s, STEP_TIME_MULTIPLE * (median_step_s or 0.0))
+
+
+def save_hang_limit(floor_s: float, longest_save_s: float | None) -> float:
+    """The limit while a rank saves a checkpoint."""
+    return max(SAVE_LIMIT_FLOOR_MULTIPLE * floor_s, SAVE_TIME_MULTIPLE * (longest_save_s or 0.0))
 
 
 def parse_hang_limit(text: str) -> float:

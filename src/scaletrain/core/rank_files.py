@@ -60,6 +60,8 @@ class RankBeat:
     """The training script (sys.argv[0]): frames in it are the user's code."""
     step_time_s: float | None = None
     """Median of the recent steps' wall times (data loading included)."""
+    save_time_s: float | None = None
+    """The longest checkpoint save of this process so far."""
     last_step_time: str | None = None
     """When the last step finished (ISO 8601, UTC, this node's clock)."""
     updated: str = ""

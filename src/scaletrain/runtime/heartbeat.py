@@ -78,6 +78,8 @@ class Heartbeat:
         self._last_step_at: float | None = None
         self._last_step_wall: float | None = None
         self._durations: deque[float] = deque(maxlen=_RECENT_STEPS)
+        self._save_started: float | None = None
+        self._longest_save: float | None = None
         self._written: tuple[int, Phase] | None = None
         self._answered: str | None = None
         self._signal_file: IO[str] | None = None
@@ -111,6 +113,11 @@ class Heartbeat:
         return the phase left, to return to."""
         left = self._phase
         self._phase = "outside" if phase == "loop" and not self._stepped else phase
+        if phase == "save" and left != "save":
+            self._save_started = time.monotonic()
+        elif left == "save" and phase != "save" and self._save_started is not None:
+            took = time.monotonic() - self._save_started
+            self._longest_save = max(took, self._longest_save or 0.0)
         return left
 
     def _current(self) -> RankBeat:
@@ -121,6 +128,7 @@ class Heartbeat:
             step=self._step,
             phase=self._phase,
             step_time_s=statistics.median(durations) if durations else None,
+            save_time_s=self._longest_save,
             last_step_time=(
                 datetime.fromtimestamp(wall, timezone.utc).isoformat(timespec="milliseconds")
                 if wall is not None

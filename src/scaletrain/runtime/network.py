@@ -98,6 +98,15 @@ def watched_interfaces(environ: Mapping[str, str]) -> list[InterfaceState]:
     if master and master not in ("localhost", "127.0.0.1"):
         routed = route_interface(master, int(port) if port.isdigit() else 0)
         if routed is None:
+            # Taking an interface down removes its routes but keeps its address: name it.
+            states |= {
+                name: state
+                for name in present
+                if name not in states
+                and name != "lo"
+                and _address_of(name)
+                and not (state := interface_state(name, "has an address, no route")).working
+            }
             states["(route)"] = InterfaceState(
                 name="(none)", up=False, running=False, why=f"no route to MASTER_ADDR {master}"
             )

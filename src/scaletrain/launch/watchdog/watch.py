@@ -3,9 +3,10 @@ the hang limit, dump every rank's stack, name who stopped first, write hang.json
 training step. Halfway to the limit it reports who is behind and ends nothing.
 
 The clock runs only while training is in its loop: not before the first step (start-up,
-compilation), not while any rank saves a checkpoint, not while every rank is outside the
-loop (evaluation between epochs). It counts the watchdog's own time between changes of the
-heartbeats, so the nodes' clocks need not agree.
+compilation), not while every rank is outside the loop (evaluation between epochs). While a
+rank saves a checkpoint the limit is longer (twice the limit, or five times the longest save
+so far). It counts the watchdog's own time between changes of the heartbeats, so the nodes'
+clocks need not agree.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from scaletrain.core.hang_report import (
     HangReport,
     beat_interval,
     hang_limit,
+    save_hang_limit,
     write_hang_report,
 )
 from scaletrain.core.progress_line import format_duration
@@ -59,10 +61,14 @@ class HangWatch:
         now = self.clock()
         phases = {beat.phase for beat in beats.values()}
         seen = tuple((beat.pid, beat.step, beat.phase) for beat in beats.values())
-        median = max((beat.step_time_s or 0.0 for beat in beats.values()), default=0.0)
-        self.limit_s = hang_limit(self.floor_s, median)
         self.step = max((beat.step for beat in beats.values()), default=0)
-        if "loop" not in phases or "save" in phases:
+        if "save" in phases:
+            longest = max((beat.save_time_s or 0.0 for beat in beats.values()), default=0.0)
+            self.limit_s = save_hang_limit(self.floor_s, longest)
+        elif "loop" in phases:
+            median = max((beat.step_time_s or 0.0 for beat in beats.values()), default=0.0)
+            self.limit_s = hang_limit(self.floor_s, median)
+        else:
             self._since = None
             return None
         if seen != self._seen or self._since is None:
