@@ -23,7 +23,7 @@ from scaletrain.core.rank_files import read_beats
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.slurm.history import read_job_events
 from tests.checkpoint.conftest import RESUMABLE
-from tests.conftest import end_session, scaletrain, start_scaletrain
+from tests.conftest import WORKERS, end_session, scaletrain, start_scaletrain
 from tests.support.netns import set_link
 from tests.support.slurm_cluster import SlurmCluster, running_cluster
 from tests.support.slurm_jobs import JOB_TIMEOUT_S, finished, job_environ, submit, submit_options
@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.multiprocess]
 SLEEP_LINE = "resumable.py:{} in sleep_inside_step".format(
     RESUMABLE.read_text().splitlines().index("        time.sleep(seconds)") + 1
 )
+GRACEFUL_STOP = WORKERS / "graceful_stop.py"
 # The resumable worker paced at 50 ms per step, a checkpoint every 10 steps.
 PACED = ("--step-seconds", "0.05", "--every-steps", "10")
 
@@ -74,7 +75,7 @@ def test_a_rank_asleep_in_a_step_is_named_on_every_node(
     """`scaletrain stacks` signals every rank through srun and names the sleeping rank and its
     line; then the watchdog ends the step (no requeue: --max-requeues 0) with status 75."""
     environ = job_environ(slurm_cluster, tmp_path)
-    limit = 30
+    limit = 20
     options = submit_options(
         "asleep", "srun", 2, 1, "--no-check", "--hang-limit", str(limit), "--max-requeues", "0"
     )
@@ -122,12 +123,12 @@ def test_a_cut_link_ends_the_step_and_the_job_comes_back_without_the_node(
     three_nodes: SlurmCluster, tmp_path: Path
 ) -> None:
     environ = job_environ(three_nodes, tmp_path)
-    limit = 15
-    args = worker("cut", *PACED, "--epochs", "12")
+    limit = 10
+    args = worker("cut", *PACED, "--epochs", "8")
     options = submit_options("cut", "torchrun", 2, 1, "--no-check", "--hang-limit", str(limit))
     folder, job_id = submit(three_nodes, tmp_path, environ, options, *args)
     # The same training, uninterrupted, on this machine meanwhile.
-    reference_args = worker("reference", "--no-checkpoints", "--epochs", "12")
+    reference_args = worker("reference", "--no-checkpoints", "--epochs", "8")
     reference = start_scaletrain(
         "run", "--nproc", "2", "--name", "reference", *reference_args,
         cwd=tmp_path, log=tmp_path / "reference.log",
@@ -199,23 +200,28 @@ def test_a_thirty_second_blip_passes_without_a_restart(
 def test_a_requeue_after_a_node_failure_is_recorded(
     three_nodes: SlurmCluster, tmp_path: Path
 ) -> None:
+    """Slurm requeues a --requeue job by itself when a node fails; the rerun's job script
+    records it, with Slurm's reason. The training's side: a worker that waits on its first
+    run and ends at once when rerun."""
     environ = job_environ(three_nodes, tmp_path)
     options = submit_options("failing", "srun", 1, 1, "--no-check")
-    args = worker("failing", *PACED, "--epochs", "12")
-    folder, job_id = submit(three_nodes, tmp_path, environ, options, *args)
-    wait_until((folder.checkpoints / "LATEST").is_file, "a checkpoint", three_nodes)
-    node = read_beats(folder)[0].host
+    folder, job_id = submit(three_nodes, tmp_path, environ, options, str(GRACEFUL_STOP))
+    wait_until((folder.root / "training-started").exists, "the job to run", three_nodes)
+    node = three_nodes.run(["squeue", "--noheader", "--format=%N", f"--jobs={job_id}"]).stdout
     try:
         # What Slurm does when a node stops answering for SlurmdTimeout, at once.
-        three_nodes.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=test"])
+        down = ["scontrol", "update", f"NodeName={node.strip()}", "State=DOWN", "Reason=test"]
+        assert three_nodes.run(down).returncode == 0
         output = finished(three_nodes, folder, job_id)
     finally:
-        three_nodes.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+        three_nodes.run(["scontrol", "update", f"NodeName={node.strip()}", "State=RESUME"])
     events = read_job_events(folder)
     assert [(event.event, event.job_id) for event in events] == [
         ("submitted", job_id), ("requeued", job_id),
     ], output  # fmt: skip
     assert events[1].details == {"restart_count": 1, "by": "slurm", "reason": "node failure"}
-    assert len(records(folder.resumes)) == 1
+    assert (folder.root / "runs.txt").read_text().splitlines()[-1] == (
+        "restart 1: resumed and finished"
+    )
     doctor = scaletrain("doctor", str(folder.root), cwd=tmp_path, environ=environ)
     assert "node-failure: Slurm declared a node of the job failed" in doctor.stderr
