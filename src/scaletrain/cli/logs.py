@@ -19,7 +19,7 @@ from scaletrain.slurm.history import job_output_file
 from scaletrain.slurm.output import JobInfo
 
 # A running job silent for this long (no output and no finished step) gets a notice.
-SILENCE_NOTICE_S = 60.0
+SILENCE_NOTICE_S = 60
 
 
 def logs(
@@ -27,6 +27,12 @@ def logs(
     runs_dir: Path = RUNS_DIR_OPTION,
     follow: bool = typer.Option(
         False, "--follow", "-f", help="Keep printing new output until the job ends."
+    ),
+    notice_after: float = typer.Option(
+        SILENCE_NOTICE_S,
+        "--notice-after",
+        help="With -f: say so when a running job has neither printed nor finished a step "
+        "for this many seconds (and again each time the silence doubles).",
     ),
 ) -> None:
     """Print the Slurm output (logs/<job name>-<job id>.out) of a run's current job.
@@ -42,7 +48,7 @@ def logs(
             environ=environ,
             write=console.show_text,
             on_waiting=_show_waiting,
-            on_quiet=_SilenceNotice(folder),
+            on_quiet=_SilenceNotice(folder, notice_after),
         )
         state = final.state_with_reason if final else "no longer known to Slurm"
         console.info(f"job {job_id} of run {folder.name}: {state}")
@@ -61,19 +67,19 @@ def logs(
 
 
 class _SilenceNotice:
-    """Says when a running job has been silent (no output, no step) for a minute, and again
+    """Says when a running job has been silent (no output, no step) for `after_s`, and again
     each time the silence doubles."""
 
-    def __init__(self, folder: RunFolder) -> None:
+    def __init__(self, folder: RunFolder, after_s: float) -> None:
         self._folder = folder
-        self._next_s = SILENCE_NOTICE_S
+        self._after_s = self._next_s = after_s
 
     def __call__(self, quiet_s: float) -> None:
         beats = read_beats(self._folder)
         since_step = since_last_step(beats)
         silent = min(quiet_s, since_step) if since_step is not None else quiet_s
-        if silent < SILENCE_NOTICE_S:
-            self._next_s = SILENCE_NOTICE_S
+        if silent < self._after_s:
+            self._next_s = self._after_s
             return
         if silent < self._next_s:
             return
@@ -82,7 +88,7 @@ class _SilenceNotice:
         last = (
             f"; the last step ({step}) {format_duration(since_step)} ago"
             if since_step is not None
-            else ""
+            else " and no step yet"
         )
         console.warning(
             f"no output for {format_duration(quiet_s)}{last}. "
