@@ -13,7 +13,7 @@ from scaletrain.checkpoint.interval import (
     SAVE_COST_FRACTION,
 )
 from scaletrain.core.progress_line import format_duration
-from scaletrain.planning import Plan
+from scaletrain.planning.plan import Plan
 
 
 def failure_cost(plan: Plan, hang_limit_s: float) -> str:
