@@ -79,7 +79,12 @@ def _send_signal(folder: RunFolder, beats: dict[int, RankBeat]) -> None:
         by_node: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for beat in beats.values():
             by_node[beat.host].append((beat.pid, beat.pid_start))
-        slurm.signal_processes(job.job_id, by_node, "USR2", environ=environ)
+        try:
+            slurm.signal_processes(job.job_id, by_node, "USR2", environ=environ)
+        except ScaletrainError as failure:
+            # srun failed or did not answer (a node unreachable): the heartbeat threads still
+            # answer the request file, without the signal.
+            console.warning(escape(f"{failure.problem} The ranks' own answers follow."))
         return
     for beat in beats.values():
         if runs_here(beat):
