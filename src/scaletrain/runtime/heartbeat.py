@@ -191,11 +191,22 @@ def watchdog_enabled(folder: RunFolder | None, environ: Mapping[str, str]) -> bo
 
 
 def start_heartbeat(env: DistEnv, environ: Mapping[str, str]) -> None:
-    """Start this process's heartbeat thread (once)."""
+    """Start this process's heartbeat thread (once). A run folder that cannot be written
+    costs the heartbeat, not the training (the preflight's run-folder check names it)."""
     global _current
     if _current is None and env.run_folder is not None:
-        _current = Heartbeat(env, env.run_folder, environ)
-        _current.start()
+        heartbeat = Heartbeat(env, env.run_folder, environ)
+        try:
+            heartbeat.start()
+        except OSError as error:
+            print(
+                f"scaletrain: rank {env.rank} keeps no heartbeat, so the hang watchdog cannot "
+                f"watch it: {error}",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        _current = heartbeat
 
 
 def stop_heartbeat() -> None:
