@@ -6,9 +6,12 @@ CLI reads them) and off (`--hang-limit 0`: no heartbeat, no watchdog).
 
     python benchmarks/heartbeat_overhead.py [--rounds 4] [--steps 600]
 
-Launches alternate (on, off, off, on, ...) so that drift of the shared machine hits both;
-each launch reports the median step time of its steps after a warm-up; the result is the
-median over launches and the ratio on/off. Results: benchmarks/results/heartbeat_overhead.json.
+Each round launches every setting once, in an order rotated from round to round, so that
+drift of the shared machine hits all alike; each launch reports the median time of its steps
+after a warm-up; the result is the median over launches and its ratio to "off". As the
+launches' spread on a shared machine hides microseconds, each launch also times what the
+loop itself pays per step, the heartbeat's `note_step`, in a tight loop after training.
+Results: benchmarks/results/heartbeat_overhead.json.
 """
 
 from __future__ import annotations
@@ -70,12 +73,27 @@ def worker(out: Path, steps: int) -> None:
         if len(times) == WARMUP_STEPS + steps:
             break
     if env.is_main:
-        out.write_text(json.dumps(statistics.median(times[WARMUP_STEPS:])))
+        out.write_text(
+            json.dumps(
+                {"step_s": statistics.median(times[WARMUP_STEPS:]), "note_step_s": note_step_cost()}
+            )
+        )
     st.shutdown()
 
 
-def launch(limit: str, steps: int) -> float:
-    """One `scaletrain run --nproc 2` of this file; rank 0's median step time."""
+def note_step_cost(calls: int = 200_000) -> float:
+    """Seconds per call of what every step of the loop adds for the watchdog (a no-op when it
+    is off)."""
+    from scaletrain.runtime import heartbeat
+
+    started = time.perf_counter()
+    for step in range(10**9, 10**9 + calls):
+        heartbeat.note_step(step)
+    return (time.perf_counter() - started) / calls
+
+
+def launch(limit: str, steps: int) -> dict[str, float]:
+    """One `scaletrain run --nproc 2` of this file: rank 0's median step time, note_step's cost."""
     with tempfile.TemporaryDirectory(prefix="heartbeat-overhead-") as folder:
         out = Path(folder) / "median.json"
         command = [
@@ -87,7 +105,8 @@ def launch(limit: str, steps: int) -> float:
         environ = {**os.environ, "OMP_NUM_THREADS": "1"}
         environ = {name: value for name, value in environ.items() if "SCALETRAIN" not in name}
         subprocess.run(command, check=True, env=environ, timeout=1800, capture_output=True)
-        return float(json.loads(out.read_text()))
+        measured: dict[str, float] = json.loads(out.read_text())
+        return measured
 
 
 def main() -> None:
@@ -101,11 +120,19 @@ def main() -> None:
         worker(options.out, options.steps)
         return
     medians: dict[str, list[float]] = {name: [] for name in LIMITS}
+    note_step: dict[str, list[float]] = {name: [] for name in LIMITS}
     names = list(LIMITS)
     for number in range(options.rounds):
         for name in names[number % len(names) :] + names[: number % len(names)]:
-            medians[name].append(launch(LIMITS[name], options.steps))
-            print(f"{name}: {medians[name][-1] * 1e3:.3f} ms", file=sys.stderr, flush=True)
+            measured = launch(LIMITS[name], options.steps)
+            medians[name].append(measured["step_s"])
+            note_step[name].append(measured["note_step_s"])
+            print(
+                f"{name}: {measured['step_s'] * 1e3:.3f} ms per step, note_step "
+                f"{measured['note_step_s'] * 1e6:.2f} us",
+                file=sys.stderr,
+                flush=True,
+            )
     off = statistics.median(medians["off"])
     record = {
         "benchmark": "heartbeat_overhead",
@@ -114,6 +141,7 @@ def main() -> None:
         "timed_steps_per_launch": options.steps,
         "step_time_s": {name: spread(values) for name, values in medians.items()},
         "ratio_to_off": {name: statistics.median(v) / off for name, v in medians.items()},
+        "note_step_us": {name: statistics.median(v) * 1e6 for name, v in note_step.items()},
     }
     print(json.dumps(record["ratio_to_off"]), file=sys.stderr)
     print(f"saved {save('heartbeat_overhead', record)}", file=sys.stderr)
