@@ -36,6 +36,7 @@ RUNS = {
     "busbw_vs_plain": [*TORCHRUN, str(HERE / "busbw_vs_plain.py")],
     "loop_overhead": [sys.executable, str(HERE / "loop_overhead.py"), "--nproc", "2", "4"],
     "checkpoint_cost": [sys.executable, str(HERE / "checkpoint_cost.py")],
+    "heartbeat_overhead": [sys.executable, str(HERE / "heartbeat_overhead.py")],
 }
 SUMMARY = RESULTS / "summary.md"
 PACKAGES = ("torch", "scaletrain", "lightning-fabric", "accelerate")
@@ -192,6 +193,32 @@ def loop_rows() -> list[tuple[str, str, str, str, bool]]:
     return rows
 
 
+def heartbeat_rows() -> list[tuple[str, str, str, str, bool]]:
+    """The README's loop with the hang watchdog on (default limit) against off, once measured."""
+    if not (RESULTS / "heartbeat_overhead.json").is_file():
+        return []
+    result = load("heartbeat_overhead")
+    times, on = result["step_time_s"], "on (limit 300 s)"
+    ratio = result["ratio_to_off"][on]
+    return [
+        (
+            "step time, hang watchdog on / off (`scaletrain run`, launches)",
+            f"{ratio:.3f} ({times[on]['median'] * 1e3:.2f} vs "
+            f"{times['off']['median'] * 1e3:.2f} ms)",
+            f"off {times['off']['min'] * 1e3:.2f}-{times['off']['max'] * 1e3:.2f} ms",
+            "≤ 1.01",
+            ratio <= 1.01,
+        ),
+        (
+            "what the loop pays the watchdog per call (`note_step`, twice a step)",
+            f"{result['note_step_us'][on]:.2f} µs",
+            "-",
+            "-",
+            True,
+        ),
+    ]
+
+
 def render_summary() -> str:
     """summary.md from the saved results: the one place the figures are written."""
     about = load("machine")
@@ -215,7 +242,9 @@ def render_summary() -> str:
         "| what | measured | spread | target | met |",
         "|---|---|---|---|---|",
     ]
-    for what, measured, spread_text, target, met in rows() + loop_rows() + checkpoint_rows():
+    for what, measured, spread_text, target, met in (
+        rows() + loop_rows() + checkpoint_rows() + heartbeat_rows()
+    ):
         verdict = "yes" if met else "no"
         lines.append(f"| {what} | {measured} | {spread_text} | {target} | "
                      f"{verdict if target != '-' else '-'} |")  # fmt: skip

@@ -94,7 +94,7 @@ def test_a_rank_asleep_in_a_step_is_named_and_the_run_goes_on_without_its_node(
     asleep_since = wait_until(slept.exists, "rank 1 to sleep", three_nodes)
     stacks = scaletrain("stacks", "asleep", cwd=tmp_path, environ=environ)
     assert stacks.returncode == 0, stacks.stderr
-    rows = {line.split()[0]: line for line in stacks.stderr.splitlines() if line[:1].isdigit()}
+    rows = {line.split()[0]: line for line in stacks.stdout.splitlines() if line[:1].isdigit()}
     assert rows["0"].split()[1] == "n1" and "waiting in a collective" in rows["0"]
     assert rows["1"].split()[1] == "n2" and f"busy, at {SLEEP_LINE}" in rows["1"]
     assert "the others wait for: rank 1 on n2" in " ".join(stacks.stderr.split())
@@ -131,7 +131,7 @@ def test_a_rank_asleep_in_a_step_is_named_and_the_run_goes_on_without_its_node(
     (resume,) = records(folder.resumes)
     assert resume["step"] == 10 and "slurm_restart_count" not in resume, output
     doctor = scaletrain("doctor", str(folder.root), cwd=tmp_path, environ=environ)
-    assert "hang-watchdog: Training hung" in doctor.stderr
+    assert "hang-watchdog: Training hung" in doctor.stdout
 
 
 def test_a_cut_link_ends_the_step_and_the_job_comes_back_without_the_node(
@@ -239,4 +239,4 @@ def test_a_requeue_after_a_node_failure_is_recorded(
         "restart 1: resumed and finished"
     )
     doctor = scaletrain("doctor", str(folder.root), cwd=tmp_path, environ=environ)
-    assert "node-failure: Slurm declared a node of the job failed" in doctor.stderr
+    assert "node-failure: Slurm declared a node of the job failed" in doctor.stdout

@@ -43,7 +43,7 @@ def test_a_rank_asleep_in_a_step_is_named_and_the_run_ended(tmp_path: Path) -> N
     # While it slept: rank 0 waits in DDP's backward, rank 1 is named with its line.
     said = " ".join(stacks.stderr.split())
     assert stacks.returncode == 0, stacks.stderr
-    rows = {line.split()[0]: line for line in stacks.stderr.splitlines() if line[:1].isdigit()}
+    rows = {line.split()[0]: line for line in stacks.stdout.splitlines() if line[:1].isdigit()}
     assert "waiting in a collective" in rows["0"] and "_engine_run_backward" in rows["0"]
     assert f"busy, at {SLEEP_LINE}" in rows["1"]
     assert "the others wait for: rank 1 on" in said and SLEEP_LINE in said

@@ -41,7 +41,8 @@ def _files(targets: list[Path]) -> list[Path]:
     for target in targets:
         if target.is_dir():
             found = _run_files(RunFolder(target))
-            if not found:
+            # Heartbeats alone can show a run that went silent (read in `doctor`).
+            if not found and not any(RunFolder(target).ranks.glob("rank-*.json")):
                 raise ScaletrainError(
                     f"{str(target)!r} holds no logs: no logs/*.out, *.err, *.log or *.txt.",
                     "give a run folder (runs/<name>) after its job ran, or a log file itself.",

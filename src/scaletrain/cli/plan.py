@@ -97,7 +97,7 @@ def show_plan(decided: Plan, hang_limit_s: float) -> None:
             )
         )
         rows.append(("rule", billing.rule))
-    rows.append(("on failure", failure_cost(decided, hang_limit_s)))
+    rows.append(("lost work", failure_cost(decided, hang_limit_s)))
     rows.extend(("export", f"{key}={value}") for key, value in decided.environment.items())
     if decided.setup:
         rows.append(("setup", "; ".join(decided.setup)))

@@ -14,8 +14,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, process_environ
 from scaletrain.core import console
@@ -84,7 +82,7 @@ def _send_signal(folder: RunFolder, beats: dict[int, RankBeat]) -> None:
         except ScaletrainError as failure:
             # srun failed or did not answer (a node unreachable): the heartbeat threads still
             # answer the request file, without the signal.
-            console.warning(escape(f"{failure.problem} The ranks' own answers follow."))
+            console.warning(f"{failure.problem} The ranks' own answers follow.")
         return
     for beat in beats.values():
         if runs_here(beat):
@@ -92,9 +90,7 @@ def _send_signal(folder: RunFolder, beats: dict[int, RankBeat]) -> None:
 
 
 def _show(collected: Collected, full: bool) -> None:
-    table = Table(show_edge=False, pad_edge=False, box=None)
-    for column in ("rank", "node", "step", "last step", "main thread"):
-        table.add_column(column)
+    rows: list[tuple[console.Piece, ...]] = []
     for rank in collected.ranks.values():
         beat = rank.beat
         ago = (
@@ -102,24 +98,26 @@ def _show(collected: Collected, full: bool) -> None:
             if beat and beat.last_step_time
             else "-"
         )
+        where: console.Piece
         if rank.main is None:
-            where = "[warning]no stack: no answer, no SIGUSR2 dump[/warning]"
+            where = ("no stack: no answer, no SIGUSR2 dump", "warning")
         elif rank.main.waiting:
-            where = f"waiting in a collective, at {escape(rank.main.where)}"
+            where = f"waiting in a collective, at {rank.main.where}"
         else:
-            where = f"[warning]busy, at {escape(rank.main.where)}[/warning]"
+            where = (f"busy, at {rank.main.where}", "warning")
         step = str(beat.step) if beat else "-"
-        table.add_row(str(rank.rank), escape(rank.host), step, ago, where)
-    console.console.print(table)
+        rows.append((str(rank.rank), rank.host, step, ago, where))
+    columns = ("rank", "node", "step", "last step", "main thread")
+    console.show(console.table(rows, columns=columns, show_edge=False, pad_edge=False, box=None))
     verdict = judge(collected)
     if verdict.stopped_first:
-        console.warning(escape(f"the others wait for: {verdict.summary}"))
+        console.warning(f"the others wait for: {verdict.summary}")
     else:
-        console.info(escape(verdict.summary))
+        console.info(verdict.summary)
     if full:
         for rank in collected.ranks.values():
             frames = threads(rank.stacks).get(rank.beat.main_thread, []) if rank.beat else []
-            console.heading(f"rank {rank.rank} on {escape(rank.host)}, main thread:")
-            for frame in frames:
-                console.console.print(f"  {frame.path}:{frame.line} in {frame.function}")
-    console.info(escape(f"stacks of every thread: {collected.folder}/"))
+            lines = [f"rank {rank.rank} on {rank.host}, main thread:"]
+            lines += [f"  {frame.path}:{frame.line} in {frame.function}" for frame in frames]
+            console.show_text("\n".join(lines) + "\n")
+    console.info(f"stacks of every thread: {collected.folder}/")
