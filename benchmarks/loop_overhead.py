@@ -10,9 +10,9 @@ cost per step shows):
 
 - raw:       DDP + DistributedSampler; the loss all_reduced and printed every EVERY steps;
 - init+wrap: `st.init()`, `st.wrap`, `st.loader`, otherwise the raw loop;
-- readme:    the README's loop: `st.Checkpointer` (`ckpt.epochs`/`ckpt.batches`, saves every
-             30 minutes, i.e. never here) and `st.Progress` with `progress.update(loss=loss)`
-             at every step.
+- readme:    the README's loop: `st.Checkpointer` (`ckpt.epochs`/`ckpt.batches`, saving by
+             default about once a minute here, a step that the median step time does not
+             see) and `st.Progress` with `progress.update(loss=loss)` at every step.
 
 Rounds alternate the loops, so that drift of the shared machine hits all alike; the result per
 size is the median of each round's median step time, the ratio to raw, and the overhead per

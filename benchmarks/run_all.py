@@ -39,6 +39,7 @@ RUNS = {
     "strategies": [sys.executable, str(HERE / "strategies.py")],
     "monitor_overhead": [sys.executable, str(HERE / "monitor_overhead.py")],
     "analyze_vs_hta": [sys.executable, str(HERE / "analyze_vs_hta.py")],
+    "heartbeat_overhead": [sys.executable, str(HERE / "heartbeat_overhead.py")],
 }
 SUMMARY = RESULTS / "summary.md"
 PACKAGES = ("torch", "scaletrain", "lightning-fabric", "accelerate")
@@ -246,6 +247,30 @@ def observe_rows() -> list[tuple[str, str, str, str, bool]]:
     ]  # fmt: skip
 
 
+def heartbeat_rows() -> list[tuple[str, str, str, str, bool]]:
+    """The README's loop with the hang watchdog on (default limit) against off."""
+    result = load("heartbeat_overhead")
+    times, on = result["step_time_s"], "on (limit 300 s)"
+    ratio = result["ratio_to_off"][on]
+    return [
+        (
+            "step time, hang watchdog on / off (`scaletrain run`, launches)",
+            f"{ratio:.3f} ({times[on]['median'] * 1e3:.2f} vs "
+            f"{times['off']['median'] * 1e3:.2f} ms)",
+            f"off {times['off']['min'] * 1e3:.2f}-{times['off']['max'] * 1e3:.2f} ms",
+            "≤ 1.01",
+            ratio <= 1.01,
+        ),
+        (
+            "what the loop pays the watchdog per call (`note_step`, twice a step)",
+            f"{result['note_step_us'][on]:.2f} µs",
+            "-",
+            "-",
+            True,
+        ),
+    ]
+
+
 def render_summary() -> str:
     """summary.md from the saved results: the one place the figures are written."""
     about = load("machine")
@@ -270,6 +295,7 @@ def render_summary() -> str:
         "|---|---|---|---|---|",
     ]
     every = rows() + loop_rows() + checkpoint_rows() + strategy_rows() + observe_rows()
+    every += heartbeat_rows()
     for what, measured, spread_text, target, met in every:
         verdict = "yes" if met else "no"
         lines.append(f"| {what} | {measured} | {spread_text} | {target} | "

@@ -57,8 +57,9 @@ def code_outside_single_quotes(script: str) -> str:
 def test_every_launch_mode_has_a_template_of_its_name() -> None:
     templates = files("scaletrain.launch") / "templates"
     names = {path.name.removesuffix(".sbatch.j2") for path in templates.iterdir()}
-    # job.sbatch.j2 is the skeleton around them, common.j2 their shared pieces.
-    assert names - {"job", "common.j2"} == set(MODES)
+    # job.sbatch.j2 is the skeleton around them, common.j2 their shared pieces, hang.j2 the
+    # hang watchdog's.
+    assert names - {"job", "common.j2", "hang.j2"} == set(MODES)
 
 
 @pytest.mark.skipif(
@@ -88,7 +89,8 @@ def test_every_mode_and_shape_passes_shellcheck(cluster: str, tmp_path: Path) ->
         scripts[f"{cluster}-{mode}-no-requeue"] = render(
             plan_for(cluster=cluster, mode=mode, gpus=1), requeue=False, preflight=False
         )
-    assert len(scripts) == 25
+    scripts[f"{cluster}-no-watchdog"] = render(plan_for(cluster=cluster, gpus=1), hang_limit_s=0)
+    assert len(scripts) == 26
     assert shellcheck(scripts, tmp_path) == ""
 
 
@@ -232,14 +234,47 @@ def test_requeue_and_graceful_stop_lines() -> None:
     ):
         assert line in script
     # Training runs in the background so that the trap can run while bash waits.
-    assert launch_lines(script)[-1] + " &\ntraining=$!\nwait" in re.sub(r" \\\n\s*", " ", script)
+    joined = re.sub(r" \\\n\s*", " ", script)
+    assert launch_lines(script)[-1] + " &\ntraining=$!\n" in joined
+    assert joined.index('wait "$training"') > joined.index("training=$!")
     short = render(plan_for(cluster="puhti", gpus=8, time="10:00"), max_requeues=5)
     assert "#SBATCH --signal=B:USR1@120" in short and "((restarts < 5))" in short
     never = render(plan_for(cluster="puhti", gpus=8), requeue=False)
     assert "--requeue" not in never and "scontrol requeue" not in never
+    assert "requeuehold" not in never and "sbatch --parsable" not in never
     assert "#SBATCH --signal=B:USR1@300" in never  # still checkpoints before the limit
     with pytest.raises(ScaletrainError, match="not shorter than the time limit"):
         render(plan_for(cluster="puhti", gpus=8, time="10:00"), stop_margin_s=600)
+
+
+def test_hang_watchdog_lines() -> None:
+    script = render(plan_for(cluster="lumi", gpus=16, container_image="/x/pytorch.sif"))
+    joined = re.sub(r" \\\n\s*", " ", script)
+    # Beside the training step, in the container (where scaletrain is), told the limit.
+    assert (
+        'singularity exec "$CONTAINER" python3 -u -m scaletrain.launch.watchdog '
+        '--run-dir "$run_dir" --hang-limit 300 --step-pid "$training" &\nwatchdog=$!'
+    ) in joined
+    assert "export SCALETRAIN_HANG_LIMIT=300" in script  # the ranks pace their heartbeats
+    # Its status 75 requeues without the blamed nodes, held until they are excluded.
+    assert "if ((watchdog_status == 75)); then" in script
+    for line in (
+        'scontrol requeuehold "$SLURM_JOB_ID"',
+        'scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$exclude"',
+        'scontrol release "$SLURM_JOB_ID" && exit 0',
+        "if ((requeues < 3)); then",
+    ):
+        assert line in script
+    # A requeue that Slurm did itself (NODE_FAIL) is recorded when the job starts again.
+    assert '"by\\": \\"slurm\\"' in script and "DUE TO" in script
+    no_requeue = render(plan_for(cluster="lumi", gpus=16), requeue=False, hang_limit_s=45)
+    assert "--hang-limit 45" in no_requeue and "requeuehold" not in no_requeue
+    assert "training hung; not requeued (--no-requeue)" in no_requeue
+    off = render(plan_for(cluster="lumi", gpus=16), hang_limit_s=0)
+    assert "scaletrain.launch.watchdog" not in off and "watchdog_status" not in off
+    assert "export SCALETRAIN_HANG_LIMIT=0" in off  # no heartbeats either
+    with pytest.raises(ScaletrainError, match="--hang-limit -1 is negative"):
+        render(plan_for(cluster="lumi", gpus=16), hang_limit_s=-1)
 
 
 def test_torchrun_restarts_and_rendezvous() -> None:

@@ -2,9 +2,12 @@
 
 Each node gets its own network namespace with one interface named like LUMI's high-speed
 network (hsn0) and an address in a private /24; all node interfaces hang off a bridge that
-lives in a namespace of its own. Nothing is added to the machine's own network: the root
-namespace gets no interface and no address, so two instances (or other helpers' tests) can
-never collide even if their subnets are equal.
+lives in a namespace of its own. Optionally each node also gets a management interface (nmn0,
+as HPE Cray names its node management network) on a second /24 and bridge: Slurm talks over
+it, training over hsn0, as on a real cluster, so cutting hsn0 leaves Slurm in control.
+Nothing is added to the machine's own network: the root namespace gets no interface and no
+address, so two instances (or other helpers' tests) can never collide even if their subnets
+are equal.
 
 Commands run "on" a node with `node_command`: its network namespace plus a private mount
 namespace (for a private /etc/hosts) and UTS namespace (for its own hostname).
@@ -18,12 +21,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 NETNS_DIR = Path("/run/netns")
 # LUMI's Slingshot interfaces are hsn0..hsn3; jobs there set NCCL_SOCKET_IFNAME=hsn0,...
 INTERFACE = "hsn0"
+MANAGEMENT_INTERFACE = "nmn0"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -34,7 +38,9 @@ class NodeNetwork:
     namespaces: dict[str, str]
     """node name -> its network namespace (under /run/netns)."""
     addresses: dict[str, str]
-    """node name -> its IPv4 address on INTERFACE."""
+    """node name -> its IPv4 address on INTERFACE (what the node's name resolves to)."""
+    management_addresses: dict[str, str] = field(default_factory=dict)
+    """node name -> its IPv4 address on MANAGEMENT_INTERFACE; empty without that network."""
 
     def hosts_file_text(self) -> str:
         """/etc/hosts as every node sees it: the nodes resolve to their private addresses."""
@@ -51,40 +57,56 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=30)
 
 
-def create_network(prefix: str, nodes: Sequence[str], subnet: str) -> NodeNetwork:
-    """Namespaces `<prefix>-<node>` joined by a bridge in `<prefix>-net`; subnet is 'a.b.c'."""
+def create_network(
+    prefix: str, nodes: Sequence[str], subnet: str, management_subnet: str | None = None
+) -> NodeNetwork:
+    """Namespaces `<prefix>-<node>` joined by a bridge in `<prefix>-net`; subnets are 'a.b.c'.
+
+    With `management_subnet`, a second bridge joins every node's MANAGEMENT_INTERFACE."""
     network = NodeNetwork(
         bridge_namespace=f"{prefix}-net",
         namespaces={node: f"{prefix}-{node}" for node in nodes},
-        addresses={node: f"{subnet}.{index}" for index, node in enumerate(nodes, start=1)},
+        addresses=_addresses(nodes, subnet),
+        management_addresses=_addresses(nodes, management_subnet) if management_subnet else {},
     )
+    _ip("netns", "add", network.bridge_namespace)
+    for namespace in network.namespaces.values():
+        _ip("netns", "add", namespace)
+        _ip("-n", namespace, "link", "set", "lo", "up")
+    _attach(network, network.addresses, bridge=prefix[:15], interface=INTERFACE, suffix="")
+    if network.management_addresses:
+        bridge = f"m{prefix}"[:15]
+        _attach(network, network.management_addresses, bridge, MANAGEMENT_INTERFACE, suffix="m")
+    return network
+
+
+def _addresses(nodes: Sequence[str], subnet: str) -> dict[str, str]:
+    return {node: f"{subnet}.{index}" for index, node in enumerate(nodes, start=1)}
+
+
+def _attach(
+    network: NodeNetwork, addresses: dict[str, str], bridge: str, interface: str, suffix: str
+) -> None:
+    """A bridge in the bridge namespace, and on every node `interface` with its address."""
     bridge_ns = network.bridge_namespace
-    bridge = prefix[:15]  # Linux's limit for interface names
-    _ip("netns", "add", bridge_ns)
     _ip("-n", bridge_ns, "link", "add", bridge, "type", "bridge")
     _ip("-n", bridge_ns, "link", "set", bridge, "up")
     for node, namespace in network.namespaces.items():
-        _ip("netns", "add", namespace)
         # Created inside the bridge namespace, the node end moved straight into the node's:
         # no interface ever appears in the machine's own namespace.
+        port = f"{node}{suffix}"
         _ip(
-            "-n",
-            bridge_ns,
-            "link",
-            "add",
-            node,
-            "type",
-            "veth",
-            "peer",
-            INTERFACE,
-            "netns",
-            namespace,
-        )
-        _ip("-n", bridge_ns, "link", "set", node, "master", bridge, "up")
-        _ip("-n", namespace, "addr", "add", f"{network.addresses[node]}/24", "dev", INTERFACE)
-        _ip("-n", namespace, "link", "set", INTERFACE, "up")
-        _ip("-n", namespace, "link", "set", "lo", "up")
-    return network
+            "-n", bridge_ns, "link", "add", port, "type", "veth",
+            "peer", interface, "netns", namespace,
+        )  # fmt: skip
+        _ip("-n", bridge_ns, "link", "set", port, "master", bridge, "up")
+        _ip("-n", namespace, "addr", "add", f"{addresses[node]}/24", "dev", interface)
+        _ip("-n", namespace, "link", "set", interface, "up")
+
+
+def set_link(network: NodeNetwork, node: str, *, up: bool) -> None:
+    """Take a node's training interface (INTERFACE) down or bring it back: a real link cut."""
+    _ip("-n", network.namespaces[node], "link", "set", INTERFACE, "up" if up else "down")
 
 
 def node_command(network: NodeNetwork, node: str, hosts_file: Path) -> list[str]:

@@ -78,6 +78,12 @@ class SlurmCluster:
         self.munge_folder = munge_folder
         self._daemons: dict[str, subprocess.Popen[bytes]] = {}
 
+    @property
+    def slurm_addresses(self) -> dict[str, str]:
+        """Where Slurm's daemons reach each node: the management network if the cluster has
+        one, else the nodes' one network (where their names resolve)."""
+        return self.network.management_addresses or self.network.addresses
+
     def environ(self, **extra: str) -> dict[str, str]:
         """A clean environment whose PATH finds this cluster's Slurm commands first."""
         base = clean_environ()
@@ -180,7 +186,7 @@ class SlurmCluster:
         self.hosts_file.write_text(self.network.hosts_file_text())
         node_lines = [
             f"NodeName={node} NodeAddr={address} CPUs={NODE_CPUS}"
-            for node, address in self.network.addresses.items()
+            for node, address in self.slurm_addresses.items()
         ]
         first = self.nodes[0]
         template = Template((Path(__file__).with_name("slurm.conf.in")).read_text())
@@ -188,7 +194,7 @@ class SlurmCluster:
             template.substitute(
                 cluster_name=self.name,
                 controller=first,
-                controller_address=self.network.addresses[first],
+                controller_address=self.slurm_addresses[first],
                 controller_port=free_port(),
                 node_port=free_port(),
                 munge_socket=munge_socket,
@@ -259,8 +265,13 @@ class SlurmCluster:
 
 
 @contextmanager
-def running_cluster(folder: Path, nodes: int = 2) -> Iterator[SlurmCluster]:
-    """Start a cluster of `nodes` nodes with its state in `folder`; stop and remove it after."""
+def running_cluster(
+    folder: Path, nodes: int = 2, *, management_network: bool = False
+) -> Iterator[SlurmCluster]:
+    """Start a cluster of `nodes` nodes with its state in `folder`; stop and remove it after.
+
+    With `management_network`, Slurm talks over a network of its own (nmn0) and training over
+    hsn0, as on real clusters: a cut hsn0 link then leaves Slurm in control of the node."""
     missing = [name for name in (*DAEMONS, *CLIENT_COMMANDS, "nsenter", "ip") if not _which(name)]
     if missing:
         raise RuntimeError(
@@ -270,7 +281,9 @@ def running_cluster(folder: Path, nodes: int = 2) -> Iterator[SlurmCluster]:
     # Unique per instance: two test sessions on one machine never share a name.
     instance = f"st{os.getpid()}{secrets.token_hex(2)}"
     subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(256)}"
-    network = create_network(instance, [f"n{index}" for index in range(1, nodes + 1)], subnet)
+    management = f"{subnet.rsplit('.', 1)[0]}.{(int(subnet.rsplit('.', 1)[1]) + 1) % 256}"
+    names = [f"n{index}" for index in range(1, nodes + 1)]
+    network = create_network(instance, names, subnet, management if management_network else None)
     munge_folder = Path(tempfile.mkdtemp(prefix=f"{instance}-munge-"))
     munge_folder.chmod(0o755)
     cluster = SlurmCluster(instance, folder, network, munge_folder)

@@ -44,7 +44,19 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--stop-check-seconds", type=float, default=0.2)
     parser.add_argument("--step-seconds", type=float, default=0.0, help="pace: sleep per step")
     parser.add_argument("--dump-start", action="store_true", help="save the resumed weights")
+    parser.add_argument("--sleep-rank", type=int, help="this rank sleeps inside one step, once")
+    parser.add_argument("--sleep-at-step", type=int, default=5)
+    parser.add_argument("--sleep-seconds", type=float, default=600.0)
+    parser.add_argument("--evaluation-seconds", type=float, default=0.0, help="after each epoch")
     return parser.parse_args()
+
+
+def sleep_inside_step(seconds: float, marker: Path) -> None:
+    """A rank that stops taking part (a stuck read, a hung GPU): once per run folder, so that
+    a resumed run goes on."""
+    if not marker.exists():
+        marker.touch()
+        time.sleep(seconds)
 
 
 def main() -> None:
@@ -85,12 +97,15 @@ def main() -> None:
     for epoch in ckpt.epochs(args.epochs):
         for inputs, targets in ckpt.batches(loader):
             loss = nn.functional.cross_entropy(model(inputs), targets)
+            if env.rank == args.sleep_rank and ckpt.step == args.sleep_at_step:
+                sleep_inside_step(args.sleep_seconds, args.out / "slept")
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             scheduler.step()
             progress.update(epoch=epoch, loss=loss)
             time.sleep(args.step_seconds)
+        time.sleep(args.evaluation_seconds)  # outside the loop, as an evaluation would be
 
     if env.is_main:
         torch.save(st.unwrap(model).state_dict(), args.out / "weights.pt")

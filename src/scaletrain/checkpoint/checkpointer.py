@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 from scaletrain.checkpoint import stop
+from scaletrain.checkpoint.interval import AUTO
 from scaletrain.checkpoint.layout import CheckpointStore, checkpoint_name
 from scaletrain.checkpoint.manifest import Position
 from scaletrain.checkpoint.resume import Resumed, load_newest
@@ -43,6 +44,7 @@ from scaletrain.checkpoint.state import (
 from scaletrain.checkpoint.stop import StopRequests, TrainingStopped
 from scaletrain.checkpoint.writer import BackgroundWriter, SaveJob, SaveTarget, write_checkpoint
 from scaletrain.core.run_folder import DEFAULT_RUNS_DIR, RunFolder, default_run_name
+from scaletrain.runtime import heartbeat
 from scaletrain.runtime.layout import DistEnv
 from scaletrain.runtime.process_group import before_shutdown, current_env, new_group
 from scaletrain.train.data import EpochSampler
@@ -82,7 +84,7 @@ class Checkpointer:
         scheduler: HasState | None = None,
         scaler: HasState | None = None,
         every_steps: int | None = None,
-        every_minutes: float | None = 30.0,
+        every_minutes: float | Literal["auto"] | None = AUTO,
         keep: int = 3,
         asynchronous: bool = False,
         pin_staging: bool = True,
@@ -94,7 +96,8 @@ class Checkpointer:
 
         Every rank must create it, after the model, optimizer and scheduler. Checkpoints go to
         <run folder>/checkpoints/ (the run folder of `scaletrain run` or a generated job, or
-        `run_dir`). Besides every `every_steps` steps and/or `every_minutes` minutes, it saves
+        `run_dir`). Besides every `every_steps` steps and/or `every_minutes` minutes (default
+        "auto": as often as keeps saving at about 2% of the time, measured), it saves
         when a stop is requested (SIGTERM, SIGUSR1, the stop-requested file; checked every
         `stop_check_seconds` s) and when training ends. `asynchronous=True` writes periodic
         checkpoints in the background after a copy to CPU memory, page-locked unless
@@ -139,6 +142,7 @@ class Checkpointer:
         self._vote = StepVote(vote_group, self._env.world_size, is_main=self._env.is_main)
         self._last_saved_step = -1
         self._last_save_time = time.monotonic()
+        self._last_save_seconds: float | None = None  # how long the last save stalled the loop
         self._resume()
         self._stop_requests = StopRequests(
             request_file=self._folder.stop_request if self._env.is_main else None,
@@ -229,12 +233,15 @@ class Checkpointer:
     def batches(self, loader: Iterable[Batch]) -> Iterator[Batch]:
         """One epoch of `loader` (its rest, when resumed mid-epoch); each batch is one step."""
         iterator = self._start_epoch(loader)
+        heartbeat.enter_phase("loop")
         for batch in iterator:
             self.step += 1
             self._batches_in_epoch += 1
             yield batch
+            heartbeat.note_step(self.step)
             if self.enabled:
                 self._at_step_boundary()
+        heartbeat.enter_phase("outside")  # evaluation, usually: no steps for a while
         self.epoch, self._batches_in_epoch = self.epoch + 1, 0
         self._epoch_start_generator = None
 
@@ -275,7 +282,8 @@ class Checkpointer:
         if agreed is not None and agreed.stop:
             self._stop(agreed.stop_reason)
         if self._policy.due_by_steps(self.step) or (agreed is not None and agreed.save_due):
-            self._save(self._policy.reason(self.step), blocking=not self._asynchronous)
+            reason = self._policy.reason(self.step, self._last_save_seconds)
+            self._save(reason, blocking=not self._asynchronous)
         if not self._vote.due(self.step):
             return
         is_main = self._env.is_main
@@ -285,7 +293,9 @@ class Checkpointer:
                 stop_signal=self._stop_requests.signal_number,
                 stop_file=is_main and self._stop_requests.file_seen(),
                 save_due=is_main
-                and self._policy.due_by_time(time.monotonic() - self._last_save_time),
+                and self._policy.due_by_time(
+                    time.monotonic() - self._last_save_time, self._last_save_seconds
+                ),
             ),
         )
 
@@ -298,6 +308,8 @@ class Checkpointer:
     def _save(self, reason: str, *, blocking: bool) -> None:
         if self.step == self._last_saved_step:
             return
+        left = heartbeat.enter_phase("save")  # the watchdog does not count a save as a hang
+        started = time.monotonic()
         self._writer.wait()
         epoch_start = self._epoch_start_generator
         if epoch_start is None and self._loader_generator is not None:
@@ -314,9 +326,12 @@ class Checkpointer:
             self._writer.submit(job)
         self._last_saved_step = self.step
         self._last_save_time = time.monotonic()
+        self._last_save_seconds = self._last_save_time - started
+        heartbeat.enter_phase(left)
 
     def _stop(self, reason: str) -> None:
         """Save, tell the job script, and leave with exit code 0 on every rank."""
+        heartbeat.enter_phase("save")  # until the process leaves
         self.save(reason=f"stop: {reason}")
         if self._env.is_main:
             stop.write_stopped(

@@ -20,8 +20,9 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
+from scaletrain.checkpoint.interval import AUTO, auto_interval
 from scaletrain.core.errors import ScaletrainError
 
 if TYPE_CHECKING:
@@ -40,8 +41,9 @@ _MAX_STEPS_BETWEEN_VOTES = 10_000
 class SavePolicy:
     every_steps: int | None = None
     """Save when the step count is a multiple of this (the same step on every rank)."""
-    every_minutes: float | None = None
-    """Save when this long has passed since the last save, by rank 0's clock."""
+    every_minutes: float | Literal["auto"] | None = AUTO
+    """Save when this long has passed since the last save, by rank 0's clock; "auto": as often
+    as keeps saves at SAVE_COST_FRACTION of the time, from the last save's measured time."""
     keep: int = 3
     """Complete checkpoints kept; older ones are deleted after each save."""
 
@@ -51,10 +53,13 @@ class SavePolicy:
                 f"every_steps={self.every_steps} would never save.",
                 "use a positive number of steps, or None to save by time only.",
             )
-        if self.every_minutes is not None and self.every_minutes <= 0:
+        if self.every_minutes not in (None, AUTO) and not (
+            isinstance(self.every_minutes, int | float) and self.every_minutes > 0
+        ):
             raise ScaletrainError(
                 f"every_minutes={self.every_minutes} is not a time interval.",
-                "use a positive number of minutes (e.g. 30), or None to save by steps only.",
+                'use a positive number of minutes (e.g. 30), "auto" (the default) to save as '
+                "often as costs about 2% of the time, or None to save by steps only.",
             )
         if self.keep < 1:
             raise ScaletrainError(
@@ -65,14 +70,24 @@ class SavePolicy:
     def due_by_steps(self, step: int) -> bool:
         return self.every_steps is not None and step % self.every_steps == 0
 
-    def due_by_time(self, seconds_since_save: float) -> bool:
-        return self.every_minutes is not None and seconds_since_save >= self.every_minutes * 60
+    def interval_s(self, save_seconds: float | None = None) -> float | None:
+        """Seconds between timed saves; `save_seconds`: how long the last save stalled."""
+        if self.every_minutes is None:
+            return None
+        if self.every_minutes == AUTO:
+            return auto_interval(save_seconds)
+        return float(self.every_minutes) * 60
 
-    def reason(self, step: int) -> str:
+    def due_by_time(self, seconds_since_save: float, save_seconds: float | None = None) -> bool:
+        interval = self.interval_s(save_seconds)
+        return interval is not None and seconds_since_save >= interval
+
+    def reason(self, step: int, save_seconds: float | None = None) -> str:
         """Why a periodic save happens at `step`, for logs and the manifest."""
         if self.due_by_steps(step):
             return f"every {self.every_steps} steps"
-        return f"every {self.every_minutes:g} minutes"
+        minutes = (self.interval_s(save_seconds) or 0) / 60
+        return f"every {minutes:.3g} minutes" + (" (auto)" if self.every_minutes == AUTO else "")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

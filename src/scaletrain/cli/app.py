@@ -71,6 +71,7 @@ COMMANDS: dict[str, tuple[str, str, dict[str, Any] | None]] = {
     "status": ("scaletrain.cli.status", "status", None),
     "logs": ("scaletrain.cli.logs", "logs", None),
     "cancel": ("scaletrain.cli.cancel", "cancel", None),
+    "stacks": ("scaletrain.cli.stacks", "stacks", None),
     "clusters": ("scaletrain.cli.clusters", "clusters_app", None),
     "check": ("scaletrain.cli.check", "check", None),
     "bench": ("scaletrain.cli.bench", "bench", None),

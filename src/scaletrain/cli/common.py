@@ -10,6 +10,7 @@ import typer
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.files import read_text
+from scaletrain.core.hang_report import DEFAULT_HANG_LIMIT_S
 from scaletrain.core.progress_line import format_value
 from scaletrain.core.run_folder import RunFolder, find_run
 from scaletrain.slurm.history import JobEvent, require_current_job
@@ -47,6 +48,15 @@ PROFILE_OPTION = typer.Option(
     envvar="SCALETRAIN_PROFILE",
     help="Profile these ranks ('all', '0,3') over wait/warmup/active optimizer steps "
     "(default 5,2,3) into runs/<name>/traces/; see scaletrain analyze.",
+)
+
+# run, plan and submit: the hang watchdog's limit.
+HANG_LIMIT_OPTION = typer.Option(
+    f"{DEFAULT_HANG_LIMIT_S:.0f}",
+    "--hang-limit",
+    envvar="SCALETRAIN_HANG_LIMIT",
+    help="Seconds without a finished step (on any rank) after which the hang watchdog dumps "
+    "every rank's stack and ends the run; at least 20 median steps. 0: no watchdog.",
 )
 
 RUN_ARGUMENT = typer.Argument(

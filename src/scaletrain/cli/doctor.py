@@ -41,7 +41,8 @@ def _files(targets: list[Path]) -> list[Path]:
     for target in targets:
         if target.is_dir():
             found = _run_files(RunFolder(target))
-            if not found:
+            # Heartbeats alone can show a run that went silent (read in `doctor`).
+            if not found and not any(RunFolder(target).ranks.glob("rank-*.json")):
                 raise ScaletrainError(
                     f"{str(target)!r} holds no logs: no logs/*.out, *.err, *.log or *.txt.",
                     "give a run folder (runs/<name>) after its job ran, or a log file itself.",
@@ -69,15 +70,18 @@ def doctor(
     """Explain a failed job: match its logs against known failure signatures.
 
     Prints each known problem found (NCCL/RCCL timeouts, wrong MASTER_ADDR, port in use,
-    missing network plugin, out of memory per rank, srun not used, ...) with its usual cause
-    and the fix. Exit code 1 when something was found, 0 when nothing matched.
+    missing network plugin, out of memory per rank, srun not used, node failures, hangs the
+    watchdog ended, long silences, ...) with its usual cause and the fix. Exit code 1 when
+    something was found, 0 when nothing matched.
 
     Example: [bold]scaletrain doctor runs/mnist-20250101-120000[/bold]
     """
-    from scaletrain.diagnose.doctor import diagnose_files
+    from scaletrain.diagnose.doctor import diagnose_files, heartbeat_facts
 
     files = _files(targets)
-    findings = diagnose_files(files)
+    runs = [RunFolder(target) for target in targets if target.is_dir()]
+    facts = {f"{run.ranks}/": heartbeat_facts(run) for run in runs}
+    findings = diagnose_files(files, facts)
     if as_json:
         console.show_json([_as_dict(finding) for finding in findings])
     elif findings:

@@ -33,6 +33,7 @@ def start_local(
     name: str | None,
     runs_dir: Path,
     max_restarts: int = 0,
+    hang_limit_s: float = 0.0,
     variables: Mapping[str, str] | None = None,
     monitor_interval_s: float | None = None,
     instrumented: bool = False,
@@ -51,6 +52,7 @@ def start_local(
         name=name,
         runs_dir=runs_dir,
         max_restarts=max_restarts,
+        hang_limit_s=hang_limit_s,
     )
     if instrumented:
         launch = dataclasses.replace(

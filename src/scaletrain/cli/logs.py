@@ -10,10 +10,16 @@ from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, process_environ
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.files import read_text
+from scaletrain.core.progress_line import format_duration
+from scaletrain.core.rank_files import read_beats, since_last_step
+from scaletrain.core.run_folder import RunFolder
 from scaletrain.slurm import commands as slurm
 from scaletrain.slurm.follow import follow_job_output
 from scaletrain.slurm.history import job_output_file
 from scaletrain.slurm.output import JobInfo
+
+# A running job silent for this long (no output and no finished step) gets a notice.
+SILENCE_NOTICE_S = 60
 
 
 def logs(
@@ -21,6 +27,12 @@ def logs(
     runs_dir: Path = RUNS_DIR_OPTION,
     follow: bool = typer.Option(
         False, "--follow", "-f", help="Keep printing new output until the job ends."
+    ),
+    notice_after: float = typer.Option(
+        SILENCE_NOTICE_S,
+        "--notice-after",
+        help="With -f: say so when a running job has neither printed nor finished a step "
+        "for this many seconds (and again each time the silence doubles).",
     ),
 ) -> None:
     """Print the Slurm output (logs/<job name>-<job id>.out) of a run's current job.
@@ -31,7 +43,12 @@ def logs(
     environ = process_environ()
     if follow:
         final = follow_job_output(
-            folder, job_id, environ=environ, write=console.show_text, on_waiting=_show_waiting
+            folder,
+            job_id,
+            environ=environ,
+            write=console.show_text,
+            on_waiting=_show_waiting,
+            on_quiet=_SilenceNotice(folder, notice_after),
         )
         state = final.state_with_reason if final else "no longer known to Slurm"
         console.info(f"job {job_id} of run {folder.name}: {state}")
@@ -47,6 +64,36 @@ def logs(
             "starts. A job submitted without --output=logs/%x-%j.out writes elsewhere.",
         )
     console.show_text(read_text(output_file, "job output", errors="replace"))
+
+
+class _SilenceNotice:
+    """Says when a running job has been silent (no output, no step) for `after_s`, and again
+    each time the silence doubles."""
+
+    def __init__(self, folder: RunFolder, after_s: float) -> None:
+        self._folder = folder
+        self._after_s = self._next_s = after_s
+
+    def __call__(self, quiet_s: float) -> None:
+        beats = read_beats(self._folder)
+        since_step = since_last_step(beats)
+        silent = min(quiet_s, since_step) if since_step is not None else quiet_s
+        if silent < self._after_s:
+            self._next_s = self._after_s
+            return
+        if silent < self._next_s:
+            return
+        self._next_s = 2 * silent
+        step = max((beat.step for beat in beats.values()), default=0)
+        last = (
+            f"; the last step ({step}) {format_duration(since_step)} ago"
+            if since_step is not None
+            else " and no step yet"
+        )
+        console.warning(
+            f"no output for {format_duration(quiet_s)}{last}. "
+            f"`scaletrain stacks {self._folder.name}` shows where each rank is."
+        )
 
 
 def _show_waiting(info: JobInfo) -> None:

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import typer
 
-from scaletrain.cli.common import JSON_OPTION, process_environ
+from scaletrain.cli.common import HANG_LIMIT_OPTION, JSON_OPTION, process_environ
+from scaletrain.cli.failure_cost import failure_cost
 from scaletrain.cli.request_options import request_options
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.clusters.slurm_time import describe_duration, format_slurm_time
 from scaletrain.core import console
+from scaletrain.core.hang_report import parse_hang_limit
 from scaletrain.core.run_folder import DEFAULT_RUNS_DIR, RunFolder, default_run_name
 from scaletrain.launch.job_script import JobOptions, resource_options
 from scaletrain.launch.prepare import prepare_job
@@ -20,7 +22,12 @@ from scaletrain.planning.request import Request
 
 
 @request_options
-def plan(ctx: typer.Context, request: Request, as_json: bool = JSON_OPTION) -> None:
+def plan(
+    ctx: typer.Context,
+    request: Request,
+    as_json: bool = JSON_OPTION,
+    hang_limit: str = HANG_LIMIT_OPTION,
+) -> None:
     """Plan a Slurm job for SCRIPT: partition, nodes, tasks, cores, memory, cost.
 
     Writes nothing. Checks what `scaletrain submit` checks, so impossible or wasteful requests
@@ -30,23 +37,24 @@ def plan(ctx: typer.Context, request: Request, as_json: bool = JSON_OPTION) -> N
     """
     # The job script is rendered (and thrown away) so that every value is checked as submit
     # would write it.
+    hang_limit_s = parse_hang_limit(hang_limit)
     folder = RunFolder(DEFAULT_RUNS_DIR / default_run_name(request.script, datetime.now()))
     prepared = prepare_job(
         request,
         load_profile(request.cluster, process_environ()),
         run_folder=folder,
-        options=JobOptions(workdir=Path.cwd()),
+        options=JobOptions(workdir=Path.cwd(), hang_limit_s=hang_limit_s),
     )
     decided = prepared.plan
     if as_json:
         console.show_json(decided.to_dict() | {"sbatch_options": list(resource_options(decided))})
     else:
-        show_plan(decided)
+        show_plan(decided, hang_limit_s)
     for warning in decided.warnings:
         console.warning(warning)
 
 
-def show_plan(decided: Plan) -> None:
+def show_plan(decided: Plan, hang_limit_s: float) -> None:
     """The decisions, the #SBATCH lines and the cost, on stdout."""
     processes = (
         f"Slurm starts {decided.tasks_per_node} task per node, {decided.mode} starts "
@@ -89,6 +97,7 @@ def show_plan(decided: Plan) -> None:
             )
         )
         rows.append(("rule", billing.rule))
+    rows.append(("lost work", failure_cost(decided, hang_limit_s)))
     rows.extend(("export", f"{key}={value}") for key, value in decided.environment.items())
     if decided.setup:
         rows.append(("setup", "; ".join(decided.setup)))

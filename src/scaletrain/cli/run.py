@@ -11,6 +11,7 @@ import typer
 
 from scaletrain.checkpoint.layout import CheckpointStore
 from scaletrain.cli.common import (
+    HANG_LIMIT_OPTION,
     JSON_OPTION,
     MONITOR_INTERVAL_OPTION,
     PROFILE_OPTION,
@@ -24,6 +25,7 @@ from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.files import read_text
+from scaletrain.core.hang_report import parse_hang_limit
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.variables import PROFILE
 from scaletrain.launch.local_run import LocalRunResult
@@ -57,6 +59,7 @@ def run(
     monitor_interval: float = MONITOR_INTERVAL_OPTION,
     profile: str | None = PROFILE_OPTION,
     as_json: bool = JSON_OPTION,
+    hang_limit: str = HANG_LIMIT_OPTION,
 ) -> None:
     """Run a training script as N processes on this machine.
 
@@ -85,6 +88,7 @@ def run(
         instrumented=spec is not None,
         variables={PROFILE: spec.to_text()} if spec else None,
         output_to_stderr=as_json,
+        hang_limit_s=parse_hang_limit(hang_limit),
     )
     stopped = _since(folder.stopped_marker, started)
     summary = _read_json(folder.metrics / "summary.json")
@@ -96,13 +100,14 @@ def run(
         "summary": summary,
         "summary_is_new": _since(folder.metrics / "summary.json", started) is not None,
         "checkpoint": _latest_checkpoint(folder),
+        "stacks": f"{folder.root / result.hang.stacks}/" if result.hang else None,
         "folder": str(folder.root),
     }
     if as_json:
         console.show_json(fields)
     else:
         _show_end(fields, result, stopped)
-    if result.exit_code != 0 and stopped is None:
+    if result.exit_code != 0 and stopped is None and result.hang is None:
         show_other_ranks(folder, tracebacks_only=True)
     # A clean stop resumes with the same command: not a failure, even when torchrun itself
     # got the SIGTERM (it then exits non-zero after its processes saved and exited 0).
@@ -148,11 +153,19 @@ def _show_end(
         rows.append((str(key), summary_value(value)))
     if fields["checkpoint"]:
         rows.append(("checkpoint", fields["checkpoint"]))
+    if fields["stacks"]:
+        rows.append(("stacks", fields["stacks"]))
     rows.append(("folder", f"{fields['folder']}/"))
     console.show(console.table(rows, title=f"run {fields['run']}"))
 
 
 def _status(result: LocalRunResult, stopped: dict[str, Any] | None) -> tuple[str, str]:
+    if result.hang is not None:
+        return (
+            f"hung: no step for {result.hang.stalled_s:.0f} s after step {result.hang.step}; "
+            f"the watchdog ended it (exit code {result.exit_code}). {result.hang.summary}",
+            "error",
+        )
     if stopped is not None:
         return (
             f"stopped at step {stopped.get('step', '?')} ({stopped.get('reason', '?')}); "

@@ -1,4 +1,5 @@
-"""`scaletrain status`: where a run stands, a Slurm job or a local launch, and its progress."""
+"""`scaletrain status`: where a run stands, a Slurm job or a local launch, its progress, and
+how long the training has been silent."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import json
 import os
 import shlex
 import socket
+import time
+from collections.abc import Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,9 @@ from scaletrain.cli.common import (
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.files import read_text
-from scaletrain.core.progress_line import last_progress_line
+from scaletrain.core.hang_report import read_hang_report
+from scaletrain.core.progress_line import format_duration, last_progress_line
+from scaletrain.core.rank_files import RankBeat, read_beats, since_last_step
 from scaletrain.core.run_folder import RunFolder, find_run
 from scaletrain.launch.local_run import RunRecord, read_run_record
 from scaletrain.slurm import commands as slurm
@@ -31,9 +37,18 @@ from scaletrain.slurm.history import (
     requeue_count,
     require_current_job,
 )
+from scaletrain.slurm.output import JobInfo
 
 # A row of the table: label, then the value's pieces (text, or (text, style)).
 Row = tuple[str, console.Piece]
+
+# What each phase of a training process means, for people.
+_PHASES = {
+    "start": "starting (no step yet)",
+    "save": "saving a checkpoint",
+    "outside": "outside the training loop (evaluation?)",
+    "ended": "processes ended",
+}
 
 
 def status(
@@ -67,8 +82,10 @@ def _slurm(
     folder: RunFolder, events: tuple[JobEvent, ...], job: JobEvent
 ) -> tuple[dict[str, Any], list[Row]]:
     job_id = job.job_id
-    info = slurm.job_info(job_id, environ=process_environ())
+    environ = process_environ()
+    info = slurm.job_info(job_id, environ=environ)
     output_file = job_output_file(folder, job_id)
+    beats = read_beats(folder)
     restarts = info.restarts if info and info.restarts is not None else None
     fields: dict[str, Any] = {
         "run": folder.name,
@@ -80,8 +97,17 @@ def _slurm(
         "time_limit": info.time_limit if info else "",
         "num_nodes": info.num_nodes if info else None,
         "nodelist": info.nodelist if info else "",
+        "node_states": _node_states(info, environ),
+        "excluded_nodes": info.excluded_nodes if info else "",
         "restarts": restarts if restarts is not None else requeue_count(events, job_id),
         "progress": last_progress_line(folder.metrics / "train.jsonl"),
+        "last_step": max((beat.step for beat in beats.values()), default=None),
+        "since_last_step_s": _rounded(since_last_step(beats)),
+        "phase": _phase(beats),
+        "since_last_output_s": _rounded(
+            time.time() - output_file.stat().st_mtime if output_file else None
+        ),
+        "hang": _hang_summary(folder, events),
         "output": str(output_file) if output_file else None,
         "folder": str(folder.root),
     }
@@ -108,12 +134,63 @@ def _slurm(
             if info.state == "PENDING"
             else f"- (none in {folder.logs}/)"
         )
+    states = fields["node_states"]
+    if states:
+        rows.append(("node states", ", ".join(f"{n} {s}" for n, s in states.items())))
+    if fields["excluded_nodes"]:
+        rows.append(("excluded", f"{fields['excluded_nodes']} (not used by this job)"))
     rows += [
         ("restarts", str(fields["restarts"])),
         ("progress", fields["progress"] or "-"),
-        ("output", fields["output"] or no_output),
     ]
+    if fields["last_step"] is not None:
+        phase = _PHASES.get(fields["phase"], "")
+        step = f"step {fields['last_step']}, {_ago(fields['since_last_step_s'])}"
+        rows.append(("last step", step + (f" ({phase})" if phase else "")))
+    rows.append(("last output", _ago(fields["since_last_output_s"])))
+    if fields["hang"]:
+        rows.append(("watchdog", (f"ended a hung step at {fields['hang']}", "error")))
+    rows.append(("output", fields["output"] or no_output))
     return fields, rows
+
+
+def _node_states(info: JobInfo | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """Slurm's state of each node of the job (ALLOCATED, MIXED, DOWN+NOT_RESPONDING, ...)."""
+    if info is None or not info.nodelist or not info.is_active:
+        return {}
+    return {node.name: node.state for node in slurm.nodes(environ=environ, names=info.nodelist)}
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return round(seconds, 1) if seconds is not None else None
+
+
+def _phase(beats: Mapping[int, RankBeat]) -> str:
+    """Where training is: the phase of any rank outside the loop, else 'loop'."""
+    phases = {beat.phase for beat in beats.values()}
+    for phase in ("save", "start", "outside", "ended"):
+        if phase in phases:
+            return phase
+    return "loop" if phases else ""
+
+
+def _hang_summary(folder: RunFolder, events: tuple[JobEvent, ...]) -> str | None:
+    """The watchdog's report, if it ended a step of the current job."""
+    report = read_hang_report(folder.hang_report)
+    submitted = max((e.time for e in events if e.event == "submitted"), default="")
+    if report is None or datetime.fromisoformat(report.time) < _moment(submitted):
+        return None
+    return f"{report.time[11:19]} UTC, after step {report.step}: {report.summary}"
+
+
+def _moment(iso_time: str) -> datetime:
+    return (
+        datetime.fromisoformat(iso_time) if iso_time else datetime.min.replace(tzinfo=timezone.utc)
+    )
+
+
+def _ago(seconds: float | None) -> str:
+    return f"{format_duration(seconds)} ago" if seconds is not None else "-"
 
 
 def _local(folder: RunFolder, record: RunRecord) -> tuple[dict[str, Any], list[Row]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from scaletrain.cli.common import (
+    HANG_LIMIT_OPTION,
     JSON_OPTION,
     MONITOR_INTERVAL_OPTION,
     PROFILE_OPTION,
@@ -16,9 +17,11 @@ from scaletrain.cli.common import (
     RUNS_DIR_OPTION,
     process_environ,
 )
+from scaletrain.cli.failure_cost import failure_cost
 from scaletrain.cli.request_options import request_options
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.core import console
+from scaletrain.core.hang_report import parse_hang_limit
 from scaletrain.core.run_folder import RunFolder, default_run_name
 from scaletrain.core.variables import PROFILE
 from scaletrain.launch.job_script import JobOptions
@@ -53,6 +56,7 @@ def submit(
     no_check: bool = typer.Option(
         False, "--no-check", help="Skip the preflight check that runs before training."
     ),
+    hang_limit: str = HANG_LIMIT_OPTION,
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print the job script on stdout; write and submit nothing."
     ),
@@ -63,8 +67,8 @@ def submit(
     """Submit SCRIPT as a Slurm job: plan it, write runs/<name>/job.sbatch, sbatch it.
 
     The job checks every rank first, trains, and before the time limit saves a checkpoint
-    and requeues itself. Follow it with [bold]scaletrain logs -f NAME[/bold]. Prints the job
-    id on stdout.
+    and requeues itself; when training hangs it requeues itself without the nodes at fault.
+    Follow it with [bold]scaletrain logs -f NAME[/bold]. Prints the job id on stdout.
 
     Example: [bold]scaletrain submit -c lumi --gpus 16 -t 2:00:00 --name mnist train.py[/bold]
     """
@@ -80,6 +84,7 @@ def submit(
         preflight=not no_check,
         monitor_interval_s=monitor_interval or None,
         instrument=((PROFILE, parse_profile(profile).to_text()),) if profile else (),
+        hang_limit_s=parse_hang_limit(hang_limit),
     )
     prepared = prepare_job(
         request, load_profile(request.cluster, environ), run_folder=folder, options=options
@@ -96,6 +101,7 @@ def submit(
     else:
         console.show_text(f"{job_id}\n")
     _show_submitted(folder, job_id, runs_dir)
+    console.info(f"  on failure: {failure_cost(prepared.plan, options.hang_limit_s)}")
 
 
 def _show_submitted(folder: RunFolder, job_id: str, runs_dir: Path) -> None:

@@ -8,6 +8,9 @@ runs/<name>/
   report/        plots and summaries
   stop-requested / stopped.json   the graceful-stop handshake between job script and run
   resumes.jsonl  one line each time training resumed from a checkpoint
+  ranks/         rank-N.json: each training process's last step (its heartbeat)
+  stacks/        Python stacks of every rank, on request (`scaletrain stacks`, the watchdog)
+  hang.json      the hang watchdog's report: which ranks and nodes stopped first
 """
 
 from __future__ import annotations
@@ -98,6 +101,21 @@ class RunFolder:
     def resumes(self) -> Path:
         """One JSON line per resume from a checkpoint (requeue, elastic restart, rerun)."""
         return self.root / "resumes.jsonl"
+
+    @property
+    def ranks(self) -> Path:
+        """ranks/rank-N.json: each training process's heartbeat (last step, phase, pid)."""
+        return self.root / "ranks"
+
+    @property
+    def stacks(self) -> Path:
+        """Stack dumps: stacks/<request>/rank-N.* answers, stacks/signal/rank-N.txt (SIGUSR2)."""
+        return self.root / "stacks"
+
+    @property
+    def hang_report(self) -> Path:
+        """Written by the hang watchdog when it ended a hung training step."""
+        return self.root / "hang.json"
 
     def create(self) -> RunFolder:
         """Make the folder and the subfolders every run writes to (idempotent)."""

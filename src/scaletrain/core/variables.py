@@ -30,6 +30,10 @@ PROFILE = "SCALETRAIN_PROFILE"
 """RANKS[:WAIT,WARMUP,ACTIVE]: profile these ranks (st.profile, the instrumented entry)."""
 STOP_AFTER_STEPS = "SCALETRAIN_STOP_AFTER_STEPS"
 """The instrumented entry ends the script after this many optimizer steps (scaletrain scale)."""
+HANG_LIMIT = "SCALETRAIN_HANG_LIMIT"
+"""The hang watchdog's --hang-limit (seconds, 0: off); the ranks pace their heartbeats by it."""
+REQUEUE_COUNT = "SCALETRAIN_REQUEUE_COUNT"
+"""Requeues of a run that Slurm does not count: the job script resubmitted it as a new job."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
+
+from scaletrain.core.hang_report import DEFAULT_HANG_LIMIT_S
+from scaletrain.core.progress_line import format_duration
+from scaletrain.core.rank_files import read_beats, since_last_step
+from scaletrain.core.run_folder import RunFolder
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -127,9 +132,31 @@ def match_text(text: str, name: str = "<text>") -> list[Finding]:
     return _ordered(findings)
 
 
-def diagnose_files(paths: Sequence[Path]) -> list[Finding]:
-    """Findings in log files and training scripts (*.py), in table order."""
+def heartbeat_facts(folder: RunFolder) -> list[str]:
+    """The run's heartbeats as a log line when its training went silent: no step for longer
+    than the default hang limit while its processes never said they ended."""
+    beats = read_beats(folder)
+    silent = since_last_step(beats)
+    unended = [str(rank) for rank, beat in beats.items() if beat.phase != "ended"]
+    if silent is None or silent < DEFAULT_HANG_LIMIT_S or not unended:
+        return []
+    step = max(beat.step for beat in beats.values())
+    last = max(beat.last_step_time or "" for beat in beats.values())
+    ranks = f"{unended[0]}-{unended[-1]}" if len(unended) > 1 else unended[0]
+    return [
+        f"scaletrain heartbeat: no step for {format_duration(silent)} after step {step} "
+        f"(ranks {ranks} never ended; last step {last})"
+    ]
+
+
+def diagnose_files(
+    paths: Sequence[Path], facts: Mapping[str, Sequence[str]] | None = None
+) -> list[Finding]:
+    """Findings in log files, training scripts (*.py) and `facts` (name -> lines, read as
+    logs: what the doctor found out about a run folder), in table order."""
     findings: dict[str, Finding] = {}
+    for name, fact_lines in (facts or {}).items():
+        _scan_log(name, fact_lines, findings)
     for path in paths:
         if path.suffix == ".py":
             _scan_script(str(path), path.read_text(errors="replace"), findings)

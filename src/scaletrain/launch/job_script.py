@@ -21,6 +21,7 @@ from scaletrain import __version__
 from scaletrain.clusters.slurm_time import format_slurm_time
 from scaletrain.core import variables
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.hang_report import DEFAULT_HANG_LIMIT_S, HANG_EXIT_STATUS
 from scaletrain.core.job_port import JOB_PORT_BASE, JOB_PORT_SPAN
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.shell_text import (
@@ -41,6 +42,8 @@ PREFLIGHT_MODULE = "scaletrain.diagnose.preflight"
 # or psutil): the per-node sampler, and the entry that profiles and times an unchanged script.
 SAMPLER_MODULE = "scaletrain.observe.sampler"
 INSTRUMENT_MODULE = "scaletrain.observe.instrument"
+# The hang watchdog, run by the batch shell beside the training step.
+WATCHDOG_MODULE = "scaletrain.launch.watchdog"
 # Comment lines of job scripts stay within 96 columns with their `# `.
 _COMMENT_WIDTH = 94
 # Time to save a checkpoint before the time limit; Slurm may signal up to a minute early.
@@ -69,12 +72,16 @@ class JobOptions:
     instrument: tuple[tuple[str, str], ...] = ()
     """Variables of scaletrain's instrumented entry (a profile, a step limit); when given,
     training runs through it and the job exports them."""
+    hang_limit_s: float = DEFAULT_HANG_LIMIT_S
+    """End the training step when no rank finishes a step for this long (or 20 median steps,
+    if longer) and requeue without the blamed nodes; 0: no hang watchdog."""
 
     def __post_init__(self) -> None:
         for option, value in (
             ("--max-requeues", self.max_requeues),
             ("--stop-margin", self.stop_margin_s or 0),
             ("--max-restarts", self.max_restarts),
+            ("--hang-limit", self.hang_limit_s),
         ):
             if value < 0:
                 raise ScaletrainError(f"{option} {value} is negative.", f"give {option} 0 or more.")
@@ -186,7 +193,14 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
             "stop_request": run_folder.stop_request.name,
             "stopped_marker": run_folder.stopped_marker.name,
             "jobs_log": run_folder.jobs_log.name,
+            "job_script": run_folder.job_script.name,
+            "ranks": run_folder.ranks.name,
+            "hang_report": run_folder.hang_report.name,
         },
+        "hang_limit": f"{options.hang_limit_s:g}",
+        "hang_exit_status": HANG_EXIT_STATUS,
+        "watchdog_module": WATCHDOG_MODULE,
+        "requeue_count_variable": variables.REQUEUE_COUNT,
         "run_dir_variable": variables.RUN_DIR,
         "container_words": shlex.split(plan.container_command or ""),
         "environment": _environment(plan, mode, options),
@@ -234,10 +248,11 @@ def _check_container(plan: Plan, binds: list[Path]) -> None:
 
 
 def _environment(plan: Plan, mode: LaunchMode, options: JobOptions) -> list[tuple[str, str]]:
-    """Variables exported with their values: the plan's, the mode's own, then those of
-    scaletrain's instrumented entry."""
+    """Variables exported with their values: the plan's, the mode's own, the watchdog's limit
+    (the ranks pace their heartbeats by it), then those of scaletrain's instrumented entry."""
     added = mode.environment(on_cpus=plan.accelerator == "cpu", max_restarts=options.max_restarts)
-    return list((dict(plan.environment) | added | dict(options.instrument)).items())
+    watchdog = {variables.HANG_LIMIT: f"{options.hang_limit_s:g}"}
+    return list((dict(plan.environment) | added | watchdog | dict(options.instrument)).items())
 
 
 def _training_target(plan: Plan, options: JobOptions) -> Target:

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,11 +28,20 @@ from scaletrain import __version__
 from scaletrain.core import variables
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.files import read_text
+from scaletrain.core.hang_report import (
+    DEFAULT_HANG_LIMIT_S,
+    HANG_EXIT_STATUS,
+    HangReport,
+)
+from scaletrain.core.rank_files import read_beats, runs_here
 from scaletrain.core.run_folder import RunFolder, default_run_name
 from scaletrain.launch.shell_text import check_job_name
+from scaletrain.launch.watchdog.watch import watch_run
 from scaletrain.planning.modes import launch_mode
 from scaletrain.runtime.child_processes import die_with_parent
 
+# What the watchdog of a local run says, kept beside the ranks' logs.
+WATCHDOG_LOG = "watchdog.log"
 # Splits torchrun's options from the script and its arguments (see torchrun/entry.py).
 SEPARATOR = "--"
 
@@ -50,6 +60,9 @@ class LocalLaunch:
     max_restarts: int = 0
     """Restarts of all processes after one fails; each restart resumes from the newest
     checkpoint when the script uses a scaletrain Checkpointer."""
+    hang_limit_s: float = DEFAULT_HANG_LIMIT_S
+    """The hang watchdog ends the run when no rank finishes a step for this long (or 20
+    median steps, if longer); 0: no watchdog."""
     python: str = field(default=sys.executable)
     scratch: Path
     """The run's own TMPDIR: made when it starts, removed with what is in it when it ends, so
@@ -61,6 +74,8 @@ class LocalLaunch:
 class LocalRunResult:
     exit_code: int
     duration_s: float
+    hang: HangReport | None = None
+    """The watchdog's report when it ended a hung run (exit code HANG_EXIT_STATUS)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,6 +130,7 @@ def local_launch(
     name: str | None,
     runs_dir: Path,
     max_restarts: int = 0,
+    hang_limit_s: float = DEFAULT_HANG_LIMIT_S,
 ) -> LocalLaunch:
     """A checked local launch of a script (or module) into runs_dir/<name>; the name defaults
     to `<script>-<date>-<time>`."""
@@ -129,6 +145,7 @@ def local_launch(
         run_folder=folder,
         max_restarts=max_restarts,
         scratch=Path(tempfile.gettempdir()) / f"scaletrain-{folder.name}-{os.getpid()}",
+        hang_limit_s=hang_limit_s,
     )
     check_launchable(launch)
     return launch
@@ -188,6 +205,7 @@ def launch_variables(launch: LocalLaunch, environ: Mapping[str, str], cpus: int)
         variables.RUN_DIR: str(launch.run_folder.root.resolve()),
         "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}] ",
         "PYTHONUNBUFFERED": "1",
+        variables.HANG_LIMIT: f"{launch.hang_limit_s:g}",
     }
     added |= launch_mode("torchrun").environment(on_cpus=False, max_restarts=launch.max_restarts)
     if "OMP_NUM_THREADS" not in environ and launch.nproc.isdigit():
@@ -232,6 +250,7 @@ def run_local(
         "variables": dict(variables),
     }
     folder.run_record.write_text(json.dumps(record, indent=2) + "\n")
+    shutil.rmtree(folder.ranks, ignore_errors=True)  # heartbeats of an earlier run
     started = time.perf_counter()
     launch.scratch.mkdir(parents=True, exist_ok=True)
     # torchrun ends its training processes when it ends; it ends when this process does,
@@ -248,13 +267,57 @@ def run_local(
         child.send_signal(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    watchdog = _Watchdog(folder, launch.hang_limit_s, child)
     try:
         exit_code = child.wait()
     finally:
+        watchdog.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         shutil.rmtree(launch.scratch, ignore_errors=True)
     duration = time.perf_counter() - started
+    hang = watchdog.report
+    if hang is not None:
+        exit_code = HANG_EXIT_STATUS
+        record["hang"] = hang.to_dict()
     record |= {"finished": _now(), "exit_code": exit_code, "duration_s": round(duration, 3)}
     folder.run_record.write_text(json.dumps(record, indent=2) + "\n")
-    return LocalRunResult(exit_code=exit_code, duration_s=duration)
+    return LocalRunResult(exit_code=exit_code, duration_s=duration, hang=hang)
+
+
+class _Watchdog:
+    """The hang watchdog of a local run, in a thread of this process (none for limit 0)."""
+
+    def __init__(self, folder: RunFolder, limit_s: float, child: subprocess.Popen[bytes]):
+        self.report: HangReport | None = None
+        self._folder, self._child = folder, child
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._watch, args=(limit_s,), name="scaletrain-watchdog", daemon=True
+        )
+        if limit_s > 0:
+            self._thread.start()
+
+    def _watch(self, limit_s: float) -> None:
+        self.report = watch_run(
+            self._folder, limit_s, end_step=self._end_run, say=self._say, stop=self._stop
+        )
+
+    def _say(self, text: str) -> None:
+        """On the console, and in logs/watchdog.log for `scaletrain doctor`."""
+        line = f"scaletrain watchdog: {text}"
+        print(line, file=sys.stderr, flush=True)
+        with (self._folder.logs / WATCHDOG_LOG).open("a") as log:
+            log.write(line + "\n")
+
+    def _end_run(self, _report: HangReport) -> None:
+        """torchrun first (it would restart the processes), then every training process."""
+        self._child.kill()
+        for beat in read_beats(self._folder).values():
+            if runs_here(beat):
+                os.kill(beat.pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()

@@ -22,9 +22,11 @@ from scaletrain.runtime.device import (
     describe_visibility,
     parse_device,
 )
+from scaletrain.runtime.heartbeat import start_heartbeat, stop_heartbeat, watchdog_enabled
 from scaletrain.runtime.launchers import detect_layout
 from scaletrain.runtime.layout import DistEnv, ProcessLayout, allowed_cpus, cpus_per_process
 from scaletrain.runtime.long_waits import LongWaits
+from scaletrain.runtime.stack_dump import flight_recorder_variables
 
 if TYPE_CHECKING:
     import torch
@@ -159,12 +161,16 @@ def init(
     if torch_device.type == "cuda":
         torch.cuda.set_device(torch_device)
     backend = backend or backend_for(choice)
+    run_folder = RunFolder.from_environ(environ)
+    watched = watchdog_enabled(run_folder, environ)
 
     if dist.is_initialized():
         # Joined before scaletrain was asked (Lightning, accelerate, the user): torch keeps
         # that group's store, and has no public accessor for it.
         store = dist.distributed_c10d._get_default_store()
     else:
+        if watched:
+            _set_defaults(flight_recorder_variables(), "for the hang watchdog's stack dumps")
         store = _join(backend, layout, timeout, torch_device)
         atexit.register(_release_process_group)
     _long_waits = LongWaits(store, layout.world_size)
@@ -173,11 +179,22 @@ def init(
         device=torch_device,
         backend=backend,
         cpu_count=cpus_per_process(layout, environ, allowed_cpus()),
-        run_folder=RunFolder.from_environ(environ),
+        run_folder=run_folder,
     )
     if _current.is_main:
         print(f"scaletrain: {_current.describe()}", file=sys.stderr, flush=True)
+    if watched:
+        start_heartbeat(_current, environ)
+        atexit.register(stop_heartbeat)
     return _current
+
+
+def _set_defaults(values: Mapping[str, str], why: str) -> None:
+    """Set variables torch reads (unless set already), and log each one."""
+    for name, value in values.items():
+        if name not in os.environ:
+            os.environ[name] = value
+            logger.info("set %s=%s (%s)", name, value, why)
 
 
 def current_env() -> DistEnv:
@@ -239,5 +256,6 @@ def shutdown() -> None:
         _before_shutdown.pop(0)()
     if _long_waits is not None and _current is not None and _current.world_size > 1:
         _long_waits.barrier()
+    stop_heartbeat()
     _release_process_group()
     _current = _long_waits = None

@@ -173,6 +173,50 @@ def requeue(job_id: str, *, environ: Mapping[str, str]) -> None:
     run_command("scontrol", "requeue", job_id, environ=environ)
 
 
+# Runs on each node of a job (srun): signal the listed processes of that node, each only if
+# it is still the same process (its start time in /proc/<pid>/stat, field 22, matches).
+_SIGNAL_ON_NODE = r"""
+signal=$1; shift
+for entry in "$@"; do
+    IFS=: read -r host pid start <<<"$entry"
+    [[ $host == "$SLURMD_NODENAME" ]] || continue
+    { stat=$(<"/proc/$pid/stat"); } 2>/dev/null || continue
+    read -r -a fields <<<"${stat##*) }"
+    [[ ${fields[19]} == "$start" ]] && kill -s "$signal" "$pid"
+done
+exit 0
+"""
+
+
+def signal_processes(
+    job_id: str,
+    processes: Mapping[str, Sequence[tuple[int, int]]],
+    signal: str,
+    *,
+    environ: Mapping[str, str],
+) -> None:
+    """Send `signal` (e.g. USR2) to processes of a running job on its nodes: node -> (pid,
+    start time in clock ticks). One `srun --overlap` step runs a few lines of bash on every
+    node, beside the job's own steps."""
+    entries = [f"{node}:{pid}:{start}" for node, pids in processes.items() for pid, start in pids]
+    run_command(
+        "srun",
+        f"--jobid={job_id}",
+        "--overlap",
+        f"--nodelist={','.join(processes)}",
+        f"--nodes={len(processes)}",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=1",
+        "bash",
+        "-c",
+        _SIGNAL_ON_NODE,
+        "signal",
+        signal,
+        *entries,
+        environ=environ,
+    )
+
+
 def hostnames(nodelist: str, *, environ: Mapping[str, str]) -> list[str]:
     """Expand a compressed host list (nid[001-003]) the way the site's Slurm does."""
     output = run_command("scontrol", "show", "hostnames", nodelist, environ=environ)
@@ -197,9 +241,11 @@ def partitions(*, environ: Mapping[str, str]) -> list[SlurmPartition]:
     return [partition_from_fields(fields) for fields in parse_oneliners(output)]
 
 
-def nodes(*, environ: Mapping[str, str]) -> list[SlurmNode]:
-    """Every node of the cluster."""
-    output = run_command("scontrol", "show", "node", "--oneliner", environ=environ)
+def nodes(*, environ: Mapping[str, str], names: str = "") -> list[SlurmNode]:
+    """Every node of the cluster, or those of a host list such as n[1-2]."""
+    output = run_command(
+        "scontrol", "show", "node", "--oneliner", *([names] if names else []), environ=environ
+    )
     return [node_from_fields(fields) for fields in parse_oneliners(output)]
 
 

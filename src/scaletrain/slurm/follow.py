@@ -51,15 +51,18 @@ def follow_job_output(
     environ: Mapping[str, str],
     write: Callable[[str], None],
     on_waiting: Callable[[JobInfo], None],
+    on_quiet: Callable[[float], None] = lambda _seconds: None,
 ) -> JobInfo | None:
     """Pass new output of the job to `write` until the job ends; return its final state.
 
-    `on_waiting` is told once per state while the job has no output file yet (PENDING...).
+    `on_waiting` is told once per state while the job has no output file yet (PENDING...);
+    `on_quiet` every few seconds while it runs, how long ago its last output came.
     """
     reader = _Reader()
     last_waiting_state = ""
     info = slurm.job_info(job_id, environ=environ)
     next_state_check = time.monotonic() + _STATE_INTERVAL_S
+    last_output = time.monotonic()
     while info is not None and info.is_active:
         output_file = job_output_file(folder, job_id)
         if output_file is None and info.state != last_waiting_state:
@@ -67,10 +70,13 @@ def follow_job_output(
             last_waiting_state = info.state
         if text := reader.new_text(output_file):
             write(text)
+            last_output = time.monotonic()
         time.sleep(_READ_INTERVAL_S)
         if time.monotonic() >= next_state_check:
             info = slurm.job_info(job_id, environ=environ)
             next_state_check = time.monotonic() + _STATE_INTERVAL_S
+            if info is not None and info.state == "RUNNING":
+                on_quiet(time.monotonic() - last_output)
     # Slurm writes the last lines before it marks the job ended: read them now.
     if text := reader.new_text(job_output_file(folder, job_id)):
         write(text)

@@ -55,6 +55,8 @@ class JobInfo:
     """Times the job was requeued; None where the source does not say (sacct)."""
     exit_code: str
     """exit code:signal of the batch script, e.g. 0:0."""
+    excluded_nodes: str = ""
+    """Nodes the job must not run on (ExcNodeList), e.g. after the hang watchdog blamed them."""
 
     @property
     def is_active(self) -> bool:
@@ -129,6 +131,7 @@ def job_from_scontrol(fields: Mapping[str, str]) -> JobInfo:
         nodelist=fields.get("NodeList", ""),
         restarts=_optional_int(fields.get("Restarts", "")),
         exit_code=fields.get("ExitCode", ""),
+        excluded_nodes=fields.get("ExcNodeList", ""),
     )
 
 

@@ -19,6 +19,7 @@ import torch.distributed as dist
 from scaletrain.core.progress_line import format_progress_line, format_value
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.toml_text import TomlError, parse_toml
+from scaletrain.runtime import heartbeat
 from scaletrain.runtime.process_group import current_env
 from scaletrain.train.measures import peak_memory_per_rank
 from scaletrain.train.metrics import Number, mean_over_ranks
@@ -85,6 +86,7 @@ class Progress:
     def update(self, *, epoch: int | None = None, **metrics: Number) -> None:
         """Record one finished optimizer step; every rank must call this."""
         self.step += 1
+        heartbeat.note_step(self.step)  # for the hang watchdog: memory only
         self._interval_steps += 1
         self._epoch = epoch if epoch is not None else self._epoch
         for name, value in metrics.items():

@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from scaletrain.core.errors import LaunchEnvironmentError
 from scaletrain.diagnose.preflight.results import CheckResult, compact_list, fail, ok, skip, warn
 from scaletrain.runtime.launchers import detect_layout
 from scaletrain.runtime.layout import ProcessLayout
+from scaletrain.runtime.network import interface_is_up, select_interfaces
 
 
 def cpus_of_mask(mask: int) -> set[int]:
@@ -85,27 +86,6 @@ def check_threads(
             "--cpus-per-task (scaletrain.loader picks cores - 1 by itself)",
         )
     return ok(name, seen)
-
-
-def _matches(pattern: str, interface: str) -> bool:
-    """NCCL's rule: '=eth0' is exact, 'eth' is a prefix."""
-    return interface == pattern[1:] if pattern.startswith("=") else interface.startswith(pattern)
-
-
-def select_interfaces(value: str, interfaces: Iterable[str], *, exact: bool = False) -> list[str]:
-    """The interfaces a NCCL_SOCKET_IFNAME-style value selects ('^' excludes)."""
-    exclude = value.startswith("^")
-    patterns = [p for p in value.lstrip("^").split(",") if p]
-    if exact:
-        patterns = [f"={p.lstrip('=')}" for p in patterns]
-    chosen = [i for i in interfaces if any(_matches(p, i) for p in patterns)]
-    return [i for i in interfaces if i not in chosen] if exclude else chosen
-
-
-def interface_is_up(interface: str) -> bool:
-    state = Path("/sys/class/net", interface, "operstate")
-    # Loopback and some virtual interfaces report 'unknown' while they work.
-    return not state.is_file() or state.read_text().strip() in ("up", "unknown")
 
 
 def check_socket_interfaces(variable: str, value: str, *, exact: bool = False) -> CheckResult:
