@@ -61,11 +61,16 @@ def run_without_slurm(tmp_path: Path, mode: str) -> dict[str, Any]:
     job.write_text(script)
     out, log = tmp_path / "probe", tmp_path / "fake-slurm.jsonl"
     out.mkdir()
+    job_tmp = tmp_path / "job-tmp"
+    job_tmp.mkdir()
     job_id = random.randrange(10**6, 10**7)  # its port (20000 + id % 10000) differs per run
     environ = clean_environ(
         **fake_slurm.batch_environment(script, job_id=job_id, nodelist="localhost"),
         **fake_slurm.install(tmp_path / "bin", log),
         PROBE_OUT=str(out),
+        # A job's own temporary folder, as Slurm sites give one per job and remove after it:
+        # torchrun leaves its torchelastic_* folder there.
+        TMPDIR=str(job_tmp),
     )
     # A session of its own, so that a timeout ends the tasks and launchers the job started too.
     batch = subprocess.Popen(
