@@ -290,6 +290,12 @@ def render_summary() -> str:
         + ", ".join(f"{load:g}" for load in about["load_average_1_5_15_min"])
         + f" on {about['cores']} cores. A load above the core count means other work shared "
         "the machine: treat differences within the spread as noise.",
+        "Load average (1 min) at the start of each benchmark: "
+        + ", ".join(
+            f"{name} {value:g}"
+            for name, value in about.get("load_average_1_min_at_start_of", {}).items()
+        )
+        + ".",
         "",
         "| what | measured | spread | target | met |",
         "|---|---|---|---|---|",
@@ -308,10 +314,24 @@ def main() -> None:
     parser.add_argument(
         "--summary", action="store_true", help="only rewrite summary.md from the saved results"
     )
-    if not parser.parse_args().summary:
+    parser.add_argument(
+        "--skip", nargs="+", default=[], choices=sorted(RUNS), help="keep these saved results"
+    )
+    args = parser.parse_args()
+    if not args.summary:
         console = Console(stderr=True)
-        save("machine", machine())
+        about = machine() | {"load_average_1_min_at_start_of": {}}
+        if args.skip:  # kept results keep the load they were measured under
+            about["load_average_1_min_at_start_of"] = {
+                name: value
+                for name, value in load("machine").get("load_average_1_min_at_start_of", {}).items()
+                if name in args.skip
+            }
         for name, command in RUNS.items():
+            if name in args.skip:
+                continue
+            about["load_average_1_min_at_start_of"][name] = round(os.getloadavg()[0], 2)
+            save("machine", about)
             started = time.perf_counter()
             console.print(f"[bold]{name}[/bold]: {' '.join(command[1:])}")
             subprocess.run(command, check=True, capture_output=True, timeout=3600)
