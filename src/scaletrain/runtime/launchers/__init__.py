@@ -6,11 +6,16 @@ MPI comes before Slurm because `mpirun` inside a job inherits the batch step's S
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Protocol
 
 from scaletrain.runtime.launchers.mpi import MpiLauncher
-from scaletrain.runtime.launchers.slurm import SlurmLauncher, check_not_batch_step
+from scaletrain.runtime.launchers.slurm import (
+    SlurmLauncher,
+    check_not_batch_step,
+    is_interactive_shell,
+)
 from scaletrain.runtime.launchers.torchrun import TorchrunLauncher
 from scaletrain.runtime.layout import DEFAULT_MASTER_PORT, ProcessLayout
 
@@ -45,5 +50,9 @@ def detect_layout(environ: Mapping[str, str]) -> ProcessLayout:
     for launcher in LAUNCHERS:
         if launcher.detect(environ):
             return launcher.read(environ)
+    if is_interactive_shell(environ):
+        # `python train.py` typed into `srun --pty bash`: one process, whatever the step's
+        # task count says (the other tasks' shells ended at once, with no terminal).
+        return dataclasses.replace(SINGLE_PROCESS, launcher="interactive")
     check_not_batch_step(environ)
     return SINGLE_PROCESS
