@@ -30,6 +30,8 @@ PROFILE = "SCALETRAIN_PROFILE"
 """RANKS[:WAIT,WARMUP,ACTIVE]: profile these ranks (st.profile, the instrumented entry)."""
 STOP_AFTER_STEPS = "SCALETRAIN_STOP_AFTER_STEPS"
 """The instrumented entry ends the script after this many optimizer steps (scaletrain scale)."""
+SCRIPT_VARIABLES = "SCALETRAIN_SCRIPT_VARIABLES"
+CPU_MASKS = "SCALETRAIN_CPU_MASKS"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

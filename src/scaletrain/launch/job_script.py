@@ -23,8 +23,10 @@ from scaletrain.core import variables
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.job_port import JOB_PORT_BASE, JOB_PORT_SPAN
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.environment_check import fix_hint, import_check_program, required_modules
 from scaletrain.launch.shell_text import (
     check_job_name,
+    expandable,
     finalize,
     one_line,
     sbatch_option,
@@ -34,6 +36,7 @@ from scaletrain.launch.shell_text import (
 )
 from scaletrain.planning.modes import LaunchMode, launch_mode
 from scaletrain.planning.plan import Plan
+from scaletrain.planning.software import SQUASHFS_MOUNT, JobSoftware
 
 # The in-job preflight check (scaletrain.diagnose); run on every rank before training.
 PREFLIGHT_MODULE = "scaletrain.diagnose.preflight"
@@ -45,6 +48,8 @@ INSTRUMENT_MODULE = "scaletrain.observe.instrument"
 _COMMENT_WIDTH = 94
 # Time to save a checkpoint before the time limit; Slurm may signal up to a minute early.
 _DEFAULT_STOP_MARGIN_S = 300
+# torchrun binds each process to its GPU's NUMA node from this torch on (--numa-binding).
+NUMA_BINDING_TORCH = (2, 9)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -152,6 +157,8 @@ def sbatch_lines(
                 "node failure.",
             )
         )
+    for index, option in enumerate(plan.extras.sbatch):
+        lines.append(SbatchLine(option, "Yours (--sbatch)." if index == 0 else ""))
     return lines
 
 
@@ -160,9 +167,8 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
     mode = launch_mode(plan.mode)  # an edited plan.toml may name a mode that does not exist
     job_name = check_job_name(plan.job_name or run_folder.name)
     run_dir, workdir = run_folder.root.absolute(), options.workdir.absolute()
-    binds = [workdir] + ([] if run_dir.is_relative_to(workdir) else [run_dir])
-    if plan.container_image:
-        _check_container(plan, binds)
+    software = plan.software
+    binds = _binds(software, workdir, run_dir)
     margin = stop_margin(plan, options)
     context = {
         "plan": plan,
@@ -188,10 +194,21 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
             "jobs_log": run_folder.jobs_log.name,
         },
         "run_dir_variable": variables.RUN_DIR,
-        "container_words": shlex.split(plan.container_command or ""),
+        "software": software,
+        "container_words": shlex.split(software.container_command or ""),
+        "runtime": _runtime_prefix(software),
         "environment": _environment(plan, mode, options),
+        "expand": set(plan.expand),
+        "extras": plan.extras,
+        "import_check": {
+            "program": import_check_program(),
+            "modules": required_modules(plan, workdir, preflight=options.preflight),
+            "hint": fix_hint(software, plan.cluster),
+        },
+        "numa_binding": mode.name == "torchrun" and bool(plan.cpu_masks),
+        "numa_torch": ".".join(str(part) for part in NUMA_BINDING_TORCH),
         "port": {"base": JOB_PORT_BASE, "span": JOB_PORT_SPAN},
-        "preflight_environment": _preflight_environment(plan, mode.tasks_per_node),
+        "preflight_environment": _preflight_environment(plan, mode),
         "preflight_target": Target(module=PREFLIGHT_MODULE),
         "training_target": _training_target(plan, options),
         "monitor": _monitor(options),
@@ -215,28 +232,44 @@ def stop_margin(plan: Plan, options: JobOptions) -> int:
     return options.stop_margin_s
 
 
-def _check_container(plan: Plan, binds: list[Path]) -> None:
-    """A container needs the profile's command to run it, and folders it can bind."""
-    if not plan.container_command:
-        raise ScaletrainError(
-            f"The cluster profile {plan.cluster!r} names no command to run a container image "
-            "(software.container_command).",
-            "leave out --container and use the profile's modules, or add e.g. "
-            'container_command = "apptainer exec" to the profile\'s [software] table.',
-        )
-    for folder in binds:
+def _binds(software: JobSoftware, workdir: Path, run_dir: Path) -> list[str]:
+    """What a container must see beyond its bindings module: your folder, the run folder and
+    the venv if they lie elsewhere, the squashfs venv at /user-software, the stack's binds."""
+    if not software.in_container:
+        return []
+    folders = [workdir]
+    for folder in (run_dir, Path(software.venv) if software.venv else None):
+        if folder is not None and not any(folder.is_relative_to(seen) for seen in folders):
+            folders.append(folder)
+    if software.squashfs:
+        folders.append(Path(software.squashfs))
+    for folder in folders:
         if "," in str(folder) or ":" in str(folder):
             raise ScaletrainError(
                 f"The folder {str(folder)!r} cannot be bound into a container: singularity "
                 "reads ',' and ':' in it as separators.",
                 "work in a folder whose path has no ',' or ':', or put --runs-dir there.",
             )
+    binds = [str(folder) for folder in folders]
+    if software.squashfs:
+        binds[-1] += f":{SQUASHFS_MOUNT}:image-src=/"
+    return [*binds, *software.binds]
+
+
+def _runtime_prefix(software: JobSoftware) -> str:
+    """SINGULARITY or APPTAINER: the prefix of the variables the container command reads."""
+    command = software.container_command or ""
+    return "APPTAINER" if "apptainer" in command else "SINGULARITY"
 
 
 def _environment(plan: Plan, mode: LaunchMode, options: JobOptions) -> list[tuple[str, str]]:
     """Variables exported with their values: the plan's, the mode's own, then those of
     scaletrain's instrumented entry."""
     added = mode.environment(on_cpus=plan.accelerator == "cpu", max_restarts=options.max_restarts)
+    if plan.cpu_masks and mode.tasks_per_node == "one":
+        # One task holds the node's cores: st.init() binds each process to its GPU's cores
+        # where torchrun did not (no --numa-binding in this torch, or accelerate).
+        added[variables.CPU_MASKS] = ",".join(plan.cpu_masks)
     return list((dict(plan.environment) | added | dict(options.instrument)).items())
 
 
@@ -258,13 +291,15 @@ def _monitor(options: JobOptions) -> dict[str, str] | None:
     }
 
 
-def _preflight_environment(plan: Plan, tasks_per_node: str) -> list[tuple[str, str]]:
+def _preflight_environment(plan: Plan, mode: LaunchMode) -> list[tuple[str, str]]:
     """What the preflight check must expect, in the variables it reads."""
     gpus = 0 if plan.accelerator == "cpu" else plan.gpus_per_node
     exported = [(variables.EXPECTED_GPUS_PER_NODE, str(gpus))]
     # Masks are only bound where srun starts one task per GPU (see common.j2).
-    if plan.cpu_masks and tasks_per_node == "per-gpu":
+    if plan.cpu_masks and mode.tasks_per_node == "per-gpu":
         exported.append((variables.EXPECTED_CPU_MASKS, ",".join(plan.cpu_masks)))
+    if mode.script_variables:
+        exported.append((variables.SCRIPT_VARIABLES, ",".join(mode.script_variables)))
     return exported
 
 
@@ -285,5 +320,6 @@ def _templates() -> jinja2.Environment:
         shell_code=shell_code,
         sbatch_option=sbatch_option,
         one_line=one_line,
+        expandable=expandable,
     )
     return environment

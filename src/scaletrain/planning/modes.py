@@ -25,6 +25,8 @@ class LaunchMode:
     """Variables the job exports when its processes run on CPUs."""
     restart_environment: Mapping[str, str] = field(default_factory=dict)
     """Variables the launch needs when its launcher restarts crashed processes."""
+    launcher_package: str | None = None
+    """The Python package of the launcher, which the job's Python must have."""
     precision_option: str | None = None
     """The launcher's option for mixed precision, if it has one (`--precision` sets it)."""
     script_variables: tuple[str, ...] = ()
