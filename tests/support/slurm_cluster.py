@@ -53,9 +53,10 @@ from string import Template
 
 from scaletrain.slurm import commands as slurm
 from tests.conftest import clean_environ, free_port
+from tests.support.module_stack import ModuleStack, build_module_stack
 from tests.support.netns import NodeNetwork, create_network, delete_network, node_command
 
-CLIENT_COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "sacct", "srun")
+CLIENT_COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "sacct", "srun", "salloc")
 DAEMONS = ("slurmctld", "slurmd", "munged", "mungekey")
 NODE_CPUS = 4
 PARTITION = "debug"
@@ -67,8 +68,17 @@ _SEARCH_PATH = f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin:/sbin:/bin"
 class SlurmCluster:
     """A running test cluster: run Slurm commands on it and wait for its jobs."""
 
-    def __init__(self, name: str, folder: Path, network: NodeNetwork, munge_folder: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        folder: Path,
+        network: NodeNetwork,
+        munge_folder: Path,
+        modules: ModuleStack,
+    ) -> None:
         self.name = name
+        self.modules = modules
+        """The site's software: Lmod and its `pytorch` module (module_stack.py)."""
         self.folder = folder
         self.network = network
         self.nodes = tuple(network.namespaces)
@@ -273,7 +283,8 @@ def running_cluster(folder: Path, nodes: int = 2) -> Iterator[SlurmCluster]:
     network = create_network(instance, [f"n{index}" for index in range(1, nodes + 1)], subnet)
     munge_folder = Path(tempfile.mkdtemp(prefix=f"{instance}-munge-"))
     munge_folder.chmod(0o755)
-    cluster = SlurmCluster(instance, folder, network, munge_folder)
+    modules = build_module_stack(folder / "software")
+    cluster = SlurmCluster(instance, folder, network, munge_folder, modules)
     try:
         cluster._start()
         yield cluster

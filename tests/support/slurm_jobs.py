@@ -17,10 +17,12 @@ JOB_TIMEOUT_S = 180
 
 
 def job_environ(cluster: SlurmCluster, tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A login node's environment: Slurm's commands, and this venv's python3/torchrun/...
-    first on PATH (sbatch passes it on to the job, as an activated venv would be)."""
-    environ = cluster.environ(XDG_CONFIG_HOME=str(tmp_path / "config"), COLUMNS="200", **extra)
-    environ["PATH"] = f"{cluster.bin}:{Path(sys.executable).parent}:{environ['PATH']}"
+    """A login node's environment: Lmod's `module` and the cluster's modules, Slurm's commands,
+    and this venv's python3 first on PATH. Jobs load the `pytorch` module and then activate
+    the venv `scaletrain submit` runs from (this one)."""
+    base = cluster.environ(XDG_CONFIG_HOME=str(tmp_path / "config"), COLUMNS="200", **extra)
+    environ = cluster.modules.login_environ(base)
+    environ["PATH"] = f"{cluster.bin}:{Path(sys.executable).parent}:{base['PATH']}"
     return environ
 
 

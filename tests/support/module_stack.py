@@ -1,0 +1,102 @@
+"""The test cluster's software, as the sites provide it: Lmod with a `pytorch` module.
+
+`module load pytorch` puts a separate Python first on PATH that has torch (and accelerate,
+DeepSpeed, Lightning) but not scaletrain, as CSC's and LUMI's modules do: a job that loads
+the module and nothing else cannot import scaletrain or your packages. Users add them with a
+venv made over the module (`python3 -m venv --system-site-packages`), docs/site-puhti-mahti.md.
+
+Built in about a second, without copying packages: the module's Python is this interpreter's
+binary in a prefix of its own, with the standard library and the test venv's packages linked
+in, except scaletrain. (A venv would not do: a venv made from a venv's python with
+--system-site-packages sees the base interpreter's packages, not the venv's.)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import REPO
+
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
+MODULE_NAME = "pytorch"
+# Test venv entries the module's Python must not have: scaletrain is what users add.
+_LEFT_OUT = ("scaletrain", "__editable__.scaletrain", "__editable___scaletrain", "_scaletrain")
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleStack:
+    modulefiles: Path
+    """MODULEPATH: holds pytorch.lua."""
+    python_env: Path
+    """The prefix whose bin/python3 the module puts first on PATH."""
+
+    def login_environ(self, base: dict[str, str]) -> dict[str, str]:
+        """`base` as a login shell on a site sees it: Lmod's `module` function (exported, as
+        sbatch passes it on to jobs) and MODULEPATH with the test cluster's modules."""
+        script = f'source {LMOD_INIT} && export -f module && env -0'
+        result = subprocess.run(
+            ["bash", "-c", script],
+            env={**base, "MODULEPATH": str(self.modulefiles)},
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        pairs = (item.split(b"=", 1) for item in result.stdout.split(b"\0") if b"=" in item)
+        return {name.decode(): value.decode() for name, value in pairs}
+
+
+def build_module_stack(folder: Path) -> ModuleStack:
+    """Write the `pytorch` module and its Python environment into `folder`."""
+    if not LMOD_INIT.is_file():
+        raise RuntimeError(
+            f"Lmod is not installed ({LMOD_INIT} is missing). "
+            "Run `bash scripts/install-slurm.sh` as root (scripts/test.sh does)."
+        )
+    env = folder / "pytorch-env"
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    library = env / "lib" / version
+    packages = library / "site-packages"
+    packages.mkdir(parents=True)
+    (env / "bin").mkdir()
+    # A copy, not a link: Python finds its prefix next to the executable's real path.
+    shutil.copy2(Path(sys.base_prefix) / "bin" / version, env / "bin" / version)
+    for name in ("python3", "python"):
+        (env / "bin" / name).symlink_to(version)
+    for entry in stdlib.iterdir():
+        if entry.name != "site-packages":
+            (library / entry.name).symlink_to(entry)
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.startswith(_LEFT_OUT):
+            (packages / entry.name).symlink_to(entry)
+    modulefiles = folder / "modulefiles"
+    modulefiles.mkdir()
+    (modulefiles / f"{MODULE_NAME}.lua").write_text(
+        "-- PyTorch for the test cluster: a Python with torch first on PATH, as the sites'\n"
+        "-- modules provide it (no scaletrain: users add it in a venv over this module).\n"
+        'whatis("PyTorch, accelerate, DeepSpeed, Lightning (test cluster)")\n'
+        f'prepend_path("PATH", "{env / "bin"}")\n'
+    )
+    return ModuleStack(modulefiles=modulefiles, python_env=env)
+
+
+def make_user_venv(stack: ModuleStack, folder: Path) -> Path:
+    """A venv over the module, made as docs/site-puhti-mahti.md says, with scaletrain
+    installed from this checkout; its bin/scaletrain submits jobs."""
+    venv = folder / "venv"
+    login = stack.login_environ({"PATH": os.environ["PATH"], "HOME": os.environ["HOME"]})
+    # pip of the module's Python (--without-pip saves ~15 s of ensurepip on a loaded machine);
+    # no build isolation: the module has the build tools, and nothing is downloaded.
+    script = (
+        f"module load {MODULE_NAME} && python3 -m venv --system-site-packages --without-pip "
+        f"{venv} && source {venv}/bin/activate && python3 -m pip install --quiet --no-deps "
+        f"--no-build-isolation -e {REPO}"
+    )
+    subprocess.run(["bash", "-c", script], env=login, check=True, timeout=300)
+    return venv
