@@ -11,6 +11,7 @@ from typing import Any
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.job_script import JobOptions, render_job_script
+from scaletrain.planning.extras import JobExtras
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
@@ -18,14 +19,26 @@ from tests.conftest import REPO
 
 # A value of a user's cluster profile ([environment]) that would run commands if unquoted.
 HOSTILE_PROFILE_VALUE = "$(touch pwned14) `touch pwned15` it's"
+from scaletrain.planning.software import SoftwareChoice
 
 # Where the rendered examples "run": a LUMI-like project folder.
 WORKDIR = Path("/scratch/project_465000000/me")
 RUN_FOLDER = RunFolder(WORKDIR / "runs" / "mnist")
 
 
+_SOFTWARE = {"container_image", "stack", "venv", "squashfs", "binds", "setup", "submitting_venv"}
+_EXTRAS = {"sbatch", "launcher_args", "before", "after", "precision", "extra_setup"}
+
+
 def plan_for(**request: Any) -> Plan:
-    """The plan of a request (script defaults to train.py) on its cluster's packaged profile."""
+    """The plan of a request (script defaults to train.py) on its cluster's packaged profile;
+    software and extras fields may be given flat (container_image=..., before=...)."""
+    software = {key: request.pop(key) for key in _SOFTWARE & request.keys()}
+    extras = {key: request.pop(key) for key in _EXTRAS & request.keys()}
+    if "extra_setup" in extras:
+        extras["setup"] = extras.pop("extra_setup")
+    request["software"] = SoftwareChoice(**software)
+    request["extras"] = JobExtras(**extras)
     request.setdefault("script", "train.py")
     request.setdefault("time", "2:00:00")
     decided = Request(**request)
