@@ -106,7 +106,7 @@ def test_lightning_finds_every_rank_through_slurm(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    options = submit_options("lit", "lightning", 2, 2, "--no-check")
+    options = submit_options("lit", "lightning", 2, 2)
     # As in CSC's example: the script gets GPUs per node and nodes, and gives them to Trainer.
     # `--nodes` is also submit's own option: after `--` it is the script's on purpose.
     command = (str(WORKERS / "lightning_ranks.py"), "--", "--devices", "2", "--nodes", "2")
@@ -136,7 +136,7 @@ def test_deepspeed_one_task_per_gpu_from_slurm_variables(
         )
     )
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    options = submit_options("ds", "deepspeed", 2, 2, "--no-check")
+    options = submit_options("ds", "deepspeed", 2, 2)
     command = (
         str(WORKERS / "deepspeed_ranks.py"),
         "--deepspeed",
@@ -152,6 +152,9 @@ def test_deepspeed_one_task_per_gpu_from_slurm_variables(
     for rank in ranks:
         assert rank["world_size"] == 4
         assert rank["weights"] == ranks[0]["weights"]  # different data, averaged gradients
+        # --local_rank as deepspeed's launcher passes it, so the script prints on each node.
+        assert rank["local_rank_argument"] == rank["local_rank"]
+    assert "node n1: trained" in output and "node n2: trained" in output
 
 
 @pytest.mark.multiprocess

@@ -53,7 +53,7 @@ from string import Template
 
 from scaletrain.slurm import commands as slurm
 from tests.conftest import clean_environ, free_port
-from tests.support.module_stack import ModuleStack, build_module_stack
+from tests.support.module_stack import ModuleStack, build_module_stack, make_user_venv
 from tests.support.netns import NodeNetwork, create_network, delete_network, node_command
 
 CLIENT_COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "sacct", "srun", "salloc")
@@ -87,6 +87,15 @@ class SlurmCluster:
         self.bin = folder / "bin"
         self.munge_folder = munge_folder
         self._daemons: dict[str, subprocess.Popen[bytes]] = {}
+        self._user_venv: Path | None = None
+
+    @property
+    def user_venv(self) -> Path:
+        """A user's venv over the `pytorch` module with scaletrain in it, made on first use
+        (a few seconds) as the docs say; generated jobs are submitted from it."""
+        if self._user_venv is None:
+            self._user_venv = make_user_venv(self.modules, self.folder / "user")
+        return self._user_venv
 
     def environ(self, **extra: str) -> dict[str, str]:
         """A clean environment whose PATH finds this cluster's Slurm commands first."""
@@ -220,7 +229,9 @@ class SlurmCluster:
             real = _find(command)
             wrapper = self.bin / command
             wrapper.write_text(
-                "#!/bin/sh\n"
+                # bash, not sh: dash drops exported functions (BASH_FUNC_module%%) from the
+                # environment, and sbatch must pass Lmod's `module` on to jobs.
+                "#!/bin/bash\n"
                 f"# Slurm's {command} for the test cluster in {self.folder}.\n"
                 f'case "$(readlink /proc/self/ns/net)" in {on_a_node}) exec {real} "$@" ;; esac\n'
                 f'exec {login} --wd="$PWD" {real} "$@"\n'
