@@ -19,7 +19,13 @@ def job_environ(cluster: SlurmCluster, tmp_path: Path, **extra: str) -> dict[str
     """A user's login shell on the test cluster: Lmod's `module` and the cluster's modules,
     Slurm's commands, and the user's venv over the `pytorch` module activated. Jobs load the
     module, then activate that venv (the one `scaletrain submit` runs from)."""
-    base = cluster.environ(XDG_CONFIG_HOME=str(tmp_path / "config"), COLUMNS="200", **extra)
+    base = cluster.environ(
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        COLUMNS="200",
+        # Rank 0 of a job may take this long to import torch on a loaded 2-core machine.
+        SCALETRAIN_RENDEZVOUS_TIMEOUT="60",
+        **extra,
+    )
     environ = cluster.modules.login_environ(base)
     venv = cluster.user_venv
     environ["PATH"] = f"{cluster.bin}:{venv / 'bin'}:{base['PATH']}"
