@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what the tests' local Slurm cluster needs (tests/support/slurm_cluster.py): Debian's
 # slurm-wlm and munge, iproute2/util-linux for the nodes' network namespaces, Lmod for the
-# cluster's `pytorch` module (tests/support/module_stack.py), and libpmix2 + openmpi-bin for
+# cluster's `pytorch` module (tests/support/module_stack.py), and libpmix-dev + openmpi-bin for
 # `srun --mpi=pmix` and `mpirun` inside jobs.
 # Idempotent and quiet: does nothing when all is there. On a clean machine it needs root.
 set -euo pipefail
@@ -15,7 +15,8 @@ declare -A package_of=(
 # Packages without a command of their own: a file they install.
 declare -A package_with=(
     [/usr/share/lmod/lmod/init/bash]=lmod
-    [/usr/lib/x86_64-linux-gnu/libpmix.so.2]=libpmix2
+    # Slurm's mpi/pmix plugin opens libpmix.so, which only the -dev package links.
+    [/usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so]=libpmix-dev
 )
 missing=()
 for command in "${!package_of[@]}"; do
@@ -29,7 +30,7 @@ done
 mapfile -t packages < <(printf '%s\n' "${missing[@]}" | sort -u)
 if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
     echo "error: the Slurm tests need ${packages[*]}, and this script installs them only as root" \
-        "with apt-get. HINT: sudo apt-get install -y slurm-wlm munge iproute2 lmod libpmix2 openmpi-bin, or leave the" \
+        "with apt-get. HINT: sudo apt-get install -y slurm-wlm munge iproute2 lmod libpmix-dev openmpi-bin, or leave the" \
         "Slurm tests out: bash scripts/test.sh -m 'not slurm'" >&2
     exit 2
 fi

@@ -6,6 +6,7 @@ import pytest
 
 from scaletrain.core.errors import LaunchEnvironmentError
 from scaletrain.runtime.launchers import detect_layout
+from scaletrain.runtime.launchers.slurm import ProcessFacts
 
 TORCHRUN = {
     "TORCHELASTIC_RUN_ID": "abc",
@@ -354,17 +355,37 @@ INTERACTIVE_SHELL = {
     "SLURM_STEP_TASKS_PER_NODE": "4",
     "SLURM_STEP_NODELIST": "n1",
     "SLURM_PTY_PORT": "41235",
+    "SLURM_TASK_PID": "4242",
 }
 
 
+# The shell (the step's task, pid 4242) reads the terminal; python typed into it is its child.
+TYPED_IN = ProcessFacts(pid=5000, stdin_is_terminal=True)
+
+
 def test_python_typed_into_an_interactive_srun_pty_shell_is_one_process() -> None:
-    layout = detect_layout(INTERACTIVE_SHELL)
+    layout = detect_layout(INTERACTIVE_SHELL, TYPED_IN)
     assert layout.launcher == "interactive"
     assert (layout.rank, layout.world_size) == (0, 1)
 
 
+def test_tasks_of_srun_typed_into_the_shell_are_an_srun_step() -> None:
+    # They inherit SLURM_PTY_PORT, but read a pipe from srun, not the terminal.
+    step = {**INTERACTIVE_SHELL, "SLURM_STEP_ID": "1", "SLURM_NTASKS": "2",
+            "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_TASKS_PER_NODE": "2", "SLURM_PROCID": "1",
+            "SLURM_LOCALID": "1", "MASTER_ADDR": "n1"}  # fmt: skip
+    layout = detect_layout(step, ProcessFacts(pid=5001, stdin_is_terminal=False))
+    assert (layout.launcher, layout.rank, layout.world_size) == ("slurm", 1, 2)
+
+
+def test_srun_pty_python_itself_is_the_steps_task() -> None:
+    one_task = {**INTERACTIVE_SHELL, "SLURM_NTASKS": "1", "SLURM_STEP_NUM_TASKS": "1",
+                "SLURM_STEP_TASKS_PER_NODE": "1", "SLURM_TASK_PID": "5000"}  # fmt: skip
+    assert detect_layout(one_task, TYPED_IN).launcher == "slurm"
+
+
 def test_torchrun_typed_into_an_interactive_shell_is_torchrun() -> None:
-    layout = detect_layout({**INTERACTIVE_SHELL, **TORCHRUN})
+    layout = detect_layout({**INTERACTIVE_SHELL, **TORCHRUN}, TYPED_IN)
     assert layout.launcher == "torchrun" and layout.world_size == 8
 
 

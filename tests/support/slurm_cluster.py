@@ -164,6 +164,7 @@ class SlurmCluster:
         self._spawn("slurmctld", [*self._on(first), _find("slurmctld"), "-D", "-f", str(self.conf)])
         for node in self.nodes:
             (self.folder / "spool" / node).mkdir(parents=True)
+            (self.folder / "tmp" / node).mkdir(parents=True)
             command = [*self._on(node), _find("slurmd"), "-D", "-N", node, "-f", str(self.conf)]
             self._spawn(f"slurmd-{node}", command)
         self._write_wrappers()

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from scaletrain.runtime.launchers.mpi import MpiLauncher
 from scaletrain.runtime.launchers.slurm import (
+    ProcessFacts,
     SlurmLauncher,
     check_not_batch_step,
     is_interactive_shell,
@@ -24,10 +25,10 @@ class Launcher(Protocol):
     name: str
 
     @staticmethod
-    def detect(environ: Mapping[str, str]) -> bool: ...
+    def detect(environ: Mapping[str, str], process: ProcessFacts) -> bool: ...
 
     @staticmethod
-    def read(environ: Mapping[str, str]) -> ProcessLayout: ...
+    def read(environ: Mapping[str, str], process: ProcessFacts) -> ProcessLayout: ...
 
 
 LAUNCHERS: tuple[type[Launcher], ...] = (TorchrunLauncher, MpiLauncher, SlurmLauncher)
@@ -45,12 +46,16 @@ SINGLE_PROCESS = ProcessLayout(
 )
 
 
-def detect_layout(environ: Mapping[str, str]) -> ProcessLayout:
-    """The layout of this process according to the first launcher whose variables are set."""
+def detect_layout(
+    environ: Mapping[str, str], process: ProcessFacts | None = None
+) -> ProcessLayout:
+    """The layout of this process according to the first launcher whose variables are set.
+    `process`: its pid and whether it reads a terminal (default: this process's own)."""
+    process = process or ProcessFacts.of_this_process()
     for launcher in LAUNCHERS:
-        if launcher.detect(environ):
-            return launcher.read(environ)
-    if is_interactive_shell(environ):
+        if launcher.detect(environ, process):
+            return launcher.read(environ, process)
+    if is_interactive_shell(environ, process):
         # `python train.py` typed into `srun --pty bash`: one process, whatever the step's
         # task count says (the other tasks' shells ended at once, with no terminal).
         return dataclasses.replace(SINGLE_PROCESS, launcher="interactive")

@@ -46,11 +46,13 @@ def _names(environ: Mapping[str, str]) -> VariableNames:
     )
 
 
-def _started_by_srun(environ: Mapping[str, str], rank: int, world_size: int) -> bool:
+def _started_by_srun(
+    environ: Mapping[str, str], process: slurm.ProcessFacts, rank: int, world_size: int
+) -> bool:
     """srun's MPI plugin started this process: Slurm's own numbers describe it. (Processes
     of mpirun inside a job inherit the batch step's or the daemon's SLURM_PROCID instead.)"""
     return (
-        slurm.is_srun_task(environ)
+        slurm.is_srun_task(environ, process)
         and read_optional_int(environ, "SLURM_PROCID") == rank
         and read_optional_int(environ, *slurm.WORLD_SIZE_VARIABLES) == world_size
     )
@@ -62,11 +64,11 @@ class MpiLauncher:
     name = "mpi"
 
     @staticmethod
-    def detect(environ: Mapping[str, str]) -> bool:
+    def detect(environ: Mapping[str, str], process: slurm.ProcessFacts) -> bool:
         return any(name in environ for name in RANK_VARIABLES)
 
     @staticmethod
-    def read(environ: Mapping[str, str]) -> ProcessLayout:
+    def read(environ: Mapping[str, str], process: slurm.ProcessFacts) -> ProcessLayout:
         names = _names(environ)
         rank = read_optional_int(environ, *RANK_VARIABLES)
         world_size = read_optional_int(environ, *SIZE_VARIABLES)
@@ -77,7 +79,7 @@ class MpiLauncher:
                 "start the job with mpirun/srun so that the MPI size variable is set, "
                 "or export WORLD_SIZE and use torchrun's variables instead.",
             )
-        if _started_by_srun(environ, rank, world_size):
+        if _started_by_srun(environ, process, rank, world_size):
             return slurm.read_step(environ, MpiLauncher.name)
         local_rank = read_optional_int(environ, *LOCAL_RANK_VARIABLES)
         local_world_size = read_optional_int(environ, *LOCAL_SIZE_VARIABLES)

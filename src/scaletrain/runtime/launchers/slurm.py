@@ -8,8 +8,10 @@ come out right; values that contradict each other are an error naming the variab
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import hostlist
 
@@ -140,16 +142,37 @@ def master_addr(environ: Mapping[str, str], *, of_job: bool = False) -> str:
     return hosts[0] if hosts else ""
 
 
-def is_interactive_shell(environ: Mapping[str, str]) -> bool:
+@dataclass(frozen=True, slots=True)
+class ProcessFacts:
+    """What a process knows about itself beyond its environment (given in tests)."""
+
+    pid: int
+    stdin_is_terminal: bool
+
+    @classmethod
+    def of_this_process(cls) -> ProcessFacts:
+        try:
+            terminal = os.isatty(0)
+        except OSError:
+            terminal = False
+        return cls(pid=os.getpid(), stdin_is_terminal=terminal)
+
+
+def is_interactive_shell(environ: Mapping[str, str], process: ProcessFacts) -> bool:
     """A process started by hand in `srun --pty bash` (or salloc's shell), not by srun itself.
 
     The step of `srun --pty bash` in an allocation of N tasks says SLURM_NTASKS=N and
     SLURM_PROCID=0 to the shell and to everything started from it; read as an srun step, a
-    plain `python train.py` there would wait forever for N-1 ranks. Slurm marks the tasks of
-    a pty step with SLURM_PTY_PORT; srun sets it afresh for the tasks of any step started from
-    that shell (tests/runtime/test_interactive_on_slurm.py checks both on a real Slurm).
+    plain `python train.py` there would wait forever for N-1 ranks. Such a process has the
+    pty step's SLURM_PTY_PORT, reads the terminal, and is not the step's task itself (its
+    shell is: SLURM_TASK_PID). Tasks of `srun` typed into that shell inherit SLURM_PTY_PORT
+    but read a pipe (tests/runtime/test_launchers_on_slurm.py checks both on a real Slurm).
     """
-    return "SLURM_PTY_PORT" in environ
+    return (
+        "SLURM_PTY_PORT" in environ
+        and process.stdin_is_terminal
+        and environ.get("SLURM_TASK_PID") != str(process.pid)
+    )
 
 
 def check_not_batch_step(environ: Mapping[str, str]) -> None:
@@ -213,10 +236,12 @@ def read_step(environ: Mapping[str, str], launcher: str) -> ProcessLayout:
     return check_layout(layout, NAMES)
 
 
-def is_srun_task(environ: Mapping[str, str]) -> bool:
+def is_srun_task(environ: Mapping[str, str], process: ProcessFacts) -> bool:
     """This process is a task of an srun step (not a shell someone started by hand in one)."""
     return (
-        "SLURM_STEP_ID" in environ and "SLURM_PROCID" in environ and not is_interactive_shell(environ)
+        "SLURM_STEP_ID" in environ
+        and "SLURM_PROCID" in environ
+        and not is_interactive_shell(environ, process)
     )
 
 
@@ -226,9 +251,9 @@ class SlurmLauncher:
     name = "slurm"
 
     @staticmethod
-    def detect(environ: Mapping[str, str]) -> bool:
-        return is_srun_task(environ)
+    def detect(environ: Mapping[str, str], process: ProcessFacts) -> bool:
+        return is_srun_task(environ, process)
 
     @staticmethod
-    def read(environ: Mapping[str, str]) -> ProcessLayout:
+    def read(environ: Mapping[str, str], process: ProcessFacts) -> ProcessLayout:
         return read_step(environ, SlurmLauncher.name)

@@ -24,11 +24,11 @@ from scaletrain.runtime.layout import (
 NAMES = VariableNames(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK")
 
 
-def _mirrors_srun(environ: Mapping[str, str]) -> bool:
+def _mirrors_srun(environ: Mapping[str, str], process: slurm.ProcessFacts) -> bool:
     """RANK and WORLD_SIZE only repeat an srun task's own numbers (generated per-GPU jobs
     export them for scripts that read env://): the task is Slurm's, with its own cores."""
     return (
-        slurm.is_srun_task(environ)
+        slurm.is_srun_task(environ, process)
         and environ.get("RANK") == environ.get("SLURM_PROCID")
         and environ.get("WORLD_SIZE") == first_set(environ, *slurm.WORLD_SIZE_VARIABLES)
     )
@@ -40,13 +40,15 @@ class TorchrunLauncher:
     name = "torchrun"
 
     @staticmethod
-    def detect(environ: Mapping[str, str]) -> bool:
+    def detect(environ: Mapping[str, str], process: slurm.ProcessFacts) -> bool:
         if "TORCHELASTIC_RUN_ID" in environ:
             return True
-        return "RANK" in environ and "WORLD_SIZE" in environ and not _mirrors_srun(environ)
+        return (
+            "RANK" in environ and "WORLD_SIZE" in environ and not _mirrors_srun(environ, process)
+        )
 
     @staticmethod
-    def read(environ: Mapping[str, str]) -> ProcessLayout:
+    def read(environ: Mapping[str, str], process: slurm.ProcessFacts) -> ProcessLayout:
         for required in ("RANK", "WORLD_SIZE"):
             if required not in environ:
                 raise LaunchEnvironmentError(
