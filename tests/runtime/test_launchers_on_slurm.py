@@ -112,8 +112,8 @@ def test_srun_mpi_plugins_with_a_cyclic_distribution(
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     found = layouts(result.stdout)
-    assert [(seen["rank"], seen["host"], seen["node_rank"], seen["local_rank"], seen["local_world_size"])
-            for seen in found] == [
+    keys = ("rank", "host", "node_rank", "local_rank", "local_world_size")
+    assert [tuple(seen[key] for key in keys) for seen in found] == [
         (0, "n1", 0, 0, 2), (1, "n2", 1, 0, 1), (2, "n1", 0, 1, 2),
     ], result.stdout  # fmt: skip
     assert {
@@ -139,7 +139,8 @@ def test_mpirun_inside_a_batch_job_agrees_on_rank_zeros_node(
     output = (tmp_path / "mpirun.out").read_text()
     assert state == "COMPLETED", output
     found = layouts(output)
-    assert [(seen["rank"], seen["host"], seen["node_rank"], seen["local_rank"]) for seen in found] == [
+    keys = ("rank", "host", "node_rank", "local_rank")
+    assert [tuple(seen[key] for key in keys) for seen in found] == [
         (0, "n1", 0, 0), (1, "n1", 0, 1), (2, "n2", 1, 0), (3, "n2", 1, 1),
     ], output  # fmt: skip
     assert {(seen["launcher"], seen["master_addr"], seen["num_nodes"]) for seen in found} == {
