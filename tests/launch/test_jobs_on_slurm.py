@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.job_script import JobOptions, render_job_script
 from scaletrain.launch.prepare import PreparedJob
@@ -204,16 +206,19 @@ def test_per_task_values_are_evaluated_in_each_task(
 ) -> None:
     """LUMI's per-task lines, run for real: a job planned for the local cluster as if its
     nodes had AMD GPUs. Each task must see its own GCD and a MIOpen cache of its own node."""
+    local = plan_for(
+        cluster="local",
+        mode="srun",
+        nodes=2,
+        gpus_per_node=2,
+        time="10:00",
+        script=str(WORKERS / "task_probe.py"),
+    )
+    lumi = load_profile("lumi", {}).software.task_setup
     plan = dataclasses.replace(
-        plan_for(
-            cluster="local",
-            mode="srun",
-            nodes=2,
-            gpus_per_node=2,
-            time="10:00",
-            script=str(WORKERS / "task_probe.py"),
-        ),
+        local,
         accelerator="amd",
+        software=dataclasses.replace(local.software, task_setup=lumi, venv=sys.prefix),
     )
     folder = RunFolder(tmp_path / "runs" / "amd")
     script = render_job_script(plan, folder, JobOptions(workdir=tmp_path, preflight=False))

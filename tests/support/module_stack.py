@@ -69,6 +69,8 @@ def build_module_stack(folder: Path) -> ModuleStack:
     shutil.copy2(Path(sys.base_prefix) / "bin" / version, env / "bin" / version)
     for name in ("python3", "python"):
         (env / "bin" / name).symlink_to(version)
+    # C headers: DeepSpeed compiles its CPU ops against them when a job first uses them.
+    (env / "include").symlink_to(Path(sys.base_prefix) / "include")
     for entry in stdlib.iterdir():
         if entry.name != "site-packages":
             (library / entry.name).symlink_to(entry)
