@@ -79,7 +79,7 @@ def test_a_user_profile_extends_a_packaged_one(tmp_path: Path) -> None:
 
 def test_sources_must_name_settings_of_the_profile(tmp_path: Path) -> None:
     text = MINIMAL + '\n[sources]\n"environment.NOPE" = { date = "2026-01", source = "x" }\n'
-    with pytest.raises(ProfileError, match="sources: 'environment.NOPE' names no setting"):
+    with pytest.raises(ProfileError, match=r"sources: 'environment\.NOPE' names no setting"):
         load_profile("site", user_site(tmp_path, "site", text))
 
 

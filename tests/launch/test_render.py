@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shlex
 import shutil
@@ -243,7 +244,7 @@ def test_a_venv_or_squashfs_inside_the_container_comes_first_on_its_path() -> No
     # An own image on Puhti runs with apptainer, whose variables are APPTAINER_*.
     own = render(plan_for(cluster="puhti", gpus=4, container_image="/scratch/p/t.sif"))
     assert 'export APPTAINER_BIND="${APPTAINER_BIND:+$APPTAINER_BIND,}$binds"' in own
-    assert "apptainer exec \"$CONTAINER\" python3 -" in own
+    assert 'apptainer exec "$CONTAINER" python3 -' in own
 
 
 def test_a_venv_over_a_module_is_activated_after_the_load() -> None:
@@ -258,7 +259,9 @@ def test_a_venv_over_a_module_is_activated_after_the_load() -> None:
     assert submitted.software.venv == "/users/me/venv"
     laif = plan_for(cluster="lumi", gpus=8, submitting_venv="/users/me/venv")
     assert laif.software.venv is None
-    assert plan_for(cluster="puhti", gpus=8, venv="none", submitting_venv="/v").software.venv is None
+    assert (
+        plan_for(cluster="puhti", gpus=8, venv="none", submitting_venv="/v").software.venv is None
+    )
     modules = render(plan_for(cluster="lumi", gpus=16, stack="csc"))
     assert "module use /appl/local/csc/modulefiles\nmodule load pytorch\n" in modules
     assert "CONTAINER" not in modules

@@ -209,10 +209,17 @@ def test_software_comes_from_the_request_or_the_profiles_default_stack() -> None
     own = SoftwareChoice(setup=("module load my-torch",), container_image="/scratch/t.sif")
     custom = plan(gpus=8, software=own).software
     assert custom.setup == ("module load my-torch",)
-    assert (custom.container_command, custom.container_image) == ("singularity run", "/scratch/t.sif")
+    assert (custom.container_command, custom.container_image) == (
+        "singularity run",
+        "/scratch/t.sif",
+    )
     # --container on a module site picks the site's container stack.
     puhti = plan("puhti", gpus=4, software=SoftwareChoice(container_image="/p/t.sif")).software
-    assert (puhti.stack, puhti.container_command, puhti.setup) == ("apptainer", "apptainer exec", ())
+    assert (puhti.stack, puhti.container_command, puhti.setup) == (
+        "apptainer",
+        "apptainer exec",
+        (),
+    )
 
 
 def test_your_environment_goes_over_the_profiles() -> None:

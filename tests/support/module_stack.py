@@ -39,7 +39,7 @@ class ModuleStack:
     def login_environ(self, base: dict[str, str]) -> dict[str, str]:
         """`base` as a login shell on a site sees it: Lmod's `module` function (exported, as
         sbatch passes it on to jobs) and MODULEPATH with the test cluster's modules."""
-        script = f'source {LMOD_INIT} && export -f module && env -0'
+        script = f"source {LMOD_INIT} && export -f module && env -0"
         result = subprocess.run(
             ["bash", "-c", script],
             env={**base, "MODULEPATH": str(self.modulefiles)},

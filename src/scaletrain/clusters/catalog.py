@@ -144,7 +144,7 @@ def _packaged_data(name: str, where: str) -> dict[str, Any]:
         )
         raise ProfileError(
             f"{where}: extends = {name!r} names no packaged profile.",
-            f"extend one of {', '.join(packaged)}, or remove `extends` and write the whole profile.",
+            f"extend one of {', '.join(packaged)}, or write the whole profile without `extends`.",
         )
     return parse_toml(resource.read_text(encoding="utf-8"))
 

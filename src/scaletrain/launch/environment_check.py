@@ -104,7 +104,8 @@ def fix_hint(software: JobSoftware, cluster: str) -> str:
     return (
         f"make a venv over the module once: {setup + '; ' if setup else ''}python3 -m venv "
         "--system-site-packages ~/venvs/train; source ~/venvs/train/bin/activate; pip install "
-        f"scaletrain <packages>; then submit from it, or give --venv (docs/site-{_site(cluster)}.md)."
+        f"scaletrain <packages>; then submit from it, or give --venv "
+        f"(docs/site-{_site(cluster)}.md)."
     )
 
 

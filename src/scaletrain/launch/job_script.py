@@ -14,6 +14,7 @@ import textwrap
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -164,13 +165,27 @@ def sbatch_lines(
 
 def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) -> str:
     """The job script for `plan`, writing into `run_folder`; submit it from that folder."""
+    context = _context(plan, run_folder, options)
+    return _templates().get_template("job.sbatch.j2").render(context)
+
+
+def render_environment_check(plan: Plan, workdir: Path) -> str:
+    """A bash script that sets up the job's software as its job would (modules, venv, or the
+    container) and checks that the job's Python imports what the job needs: run it on a login
+    node (`scaletrain check --cluster`) to know before submitting."""
+    context = _context(plan, RunFolder(workdir / "runs" / "check"), JobOptions(workdir=workdir))
+    return _templates().get_template("environment_check.sh.j2").render(context)
+
+
+def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str, Any]:
+    """Everything the templates read, for a job of `plan` in `run_folder`."""
     mode = launch_mode(plan.mode)  # an edited plan.toml may name a mode that does not exist
     job_name = check_job_name(plan.job_name or run_folder.name)
     run_dir, workdir = run_folder.root.absolute(), options.workdir.absolute()
     software = plan.software
     binds = _binds(software, workdir, run_dir)
     margin = stop_margin(plan, options)
-    context = {
+    return {
         "plan": plan,
         "options": options,
         "sbatch_lines": sbatch_lines(
@@ -214,7 +229,6 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
         "monitor": _monitor(options),
         "why": variables.reason,
     }
-    return _templates().get_template("job.sbatch.j2").render(context)
 
 
 def stop_margin(plan: Plan, options: JobOptions) -> int:

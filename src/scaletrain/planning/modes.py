@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
-from typing import Literal
+from typing import Any, Literal
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.toml_text import parse_toml
@@ -49,17 +49,18 @@ class LaunchMode:
 def launch_modes() -> dict[str, LaunchMode]:
     """Every launch mode, in the order of modes.toml."""
     table = parse_toml((files("scaletrain.planning") / "modes.toml").read_text(encoding="utf-8"))
-    modes = {
-        name: LaunchMode(
-            name=name,
-            **{key: tuple(value) if isinstance(value, list) else value for key, value in fields.items()},
-        )
-        for name, fields in table.items()
-    }
+    modes = {name: LaunchMode(name=name, **_with_tuples(fields)) for name, fields in table.items()}
     for mode in modes.values():
         if mode.tasks_per_node not in ("one", "per-gpu"):
             raise ValueError(f"modes.toml: {mode.name}.tasks_per_node must be 'one' or 'per-gpu'")
     return modes
+
+
+def _with_tuples(fields: dict[str, Any]) -> dict[str, Any]:
+    """TOML lists as tuples: modes are frozen values."""
+    return {
+        key: tuple(value) if isinstance(value, list) else value for key, value in fields.items()
+    }
 
 
 def launch_mode(name: str) -> LaunchMode:

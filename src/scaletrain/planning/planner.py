@@ -52,7 +52,9 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
     allocation = _allocation(profile, shape, per_gpu)
     billing = _estimate(profile, partition, allocation, time_seconds)
     warnings.extend(_above_fair_share(profile, partition, shape, per_gpu, billing))
-    whole_nodes = profile.partitions[partition].whole_nodes or profile.partitions[partition].exclusive
+    whole_nodes = (
+        profile.partitions[partition].whole_nodes or profile.partitions[partition].exclusive
+    )
     full_node = shape.gpus_per_node == profile.node.gpus
     # Masks name fixed cores: only a node held alone is sure to give them (LUMI: masks work
     # with --exclusive only). A full node on a shared partition costs the same held alone.
@@ -62,9 +64,9 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
         "OMP_NUM_THREADS": str(per_gpu.cores),
         **request.environment,
     }
-    expand = tuple(
-        name for name in profile.expanded if name not in request.environment
-    ) + tuple(name for name in request.expand if name in request.environment)
+    expand = tuple(name for name in profile.expanded if name not in request.environment) + tuple(
+        name for name in request.expand if name in request.environment
+    )
     decided = Plan(
         cluster=profile.name,
         accelerator=profile.node.accelerator,

@@ -98,7 +98,9 @@ def read_inputs(values: Mapping[str, str]) -> PreflightInputs:
         nccl_socket_ifname=values.get("NCCL_SOCKET_IFNAME", ""),
         gloo_socket_ifname=values.get("GLOO_SOCKET_IFNAME", ""),
         script_variables=tuple(
-            name.strip() for name in values.get(SCRIPT_VARIABLES.name, "").split(",") if name.strip()
+            name.strip()
+            for name in values.get(SCRIPT_VARIABLES.name, "").split(",")
+            if name.strip()
         )
         or None,
     )

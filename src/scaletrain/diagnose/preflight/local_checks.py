@@ -55,8 +55,8 @@ def check_script_variables(
     if missing:
         return fail(
             name,
-            f"the script will read {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'}"
-            f" not set (launcher: {layout.launcher})",
+            f"the script will read {', '.join(missing)}, not set here "
+            f"(launcher: {layout.launcher})",
             "start it as its own launcher would (torchrun sets RANK/LOCAL_RANK/WORLD_SIZE; "
             "under srun export them per task: RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID "
             "WORLD_SIZE=$SLURM_NTASKS), or use the launch mode the script was written for",

@@ -46,9 +46,7 @@ SINGLE_PROCESS = ProcessLayout(
 )
 
 
-def detect_layout(
-    environ: Mapping[str, str], process: ProcessFacts | None = None
-) -> ProcessLayout:
+def detect_layout(environ: Mapping[str, str], process: ProcessFacts | None = None) -> ProcessLayout:
     """The layout of this process according to the first launcher whose variables are set.
     `process`: its pid and whether it reads a terminal (default: this process's own)."""
     process = process or ProcessFacts.of_this_process()

@@ -36,7 +36,7 @@ _TASK_COUNT = re.compile(r"(\d+)(?:\(x(\d+)\))?")
 
 def nodelist(environ: Mapping[str, str], *, of_job: bool = False) -> list[str]:
     """Hosts of this step (or of the whole job), in Slurm's order."""
-    names = ("SLURM_JOB_NODELIST", "SLURM_NODELIST")
+    names: tuple[str, ...] = ("SLURM_JOB_NODELIST", "SLURM_NODELIST")
     if not of_job:
         names = ("SLURM_STEP_NODELIST", *names)
     compressed = first_set(environ, *names)

@@ -43,9 +43,7 @@ class TorchrunLauncher:
     def detect(environ: Mapping[str, str], process: slurm.ProcessFacts) -> bool:
         if "TORCHELASTIC_RUN_ID" in environ:
             return True
-        return (
-            "RANK" in environ and "WORLD_SIZE" in environ and not _mirrors_srun(environ, process)
-        )
+        return "RANK" in environ and "WORLD_SIZE" in environ and not _mirrors_srun(environ, process)
 
     @staticmethod
     def read(environ: Mapping[str, str], process: slurm.ProcessFacts) -> ProcessLayout:
