@@ -14,7 +14,7 @@ from tests.support.module_stack import ModuleStack, build_module_stack, make_use
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[ModuleStack, Path]:
     folder = tmp_path_factory.mktemp("site")
-    stack = build_module_stack(folder)
+    stack = build_module_stack()
     return stack, make_user_venv(stack, folder)
 
 

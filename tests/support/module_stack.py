@@ -6,18 +6,22 @@ the module and nothing else cannot import scaletrain or your packages. Users add
 venv made over the module (`python3 -m venv --system-site-packages`), docs/site-puhti-mahti.md.
 
 Built in about a second, without copying packages: the module's Python is this interpreter's
-binary in a prefix of its own, with the standard library and the test venv's packages linked
-in, except scaletrain. (A venv would not do: a venv made from a venv's python with
+binary in a prefix of its own, with the standard library linked in and the test venv's
+packages on its path, but not scaletrain (installed there in editable mode, which a path
+line does not activate). (A venv would not do: a venv made from a venv's python with
 --system-site-packages sees the base interpreter's packages, not the venv's.)
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +29,8 @@ from tests.conftest import REPO
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 MODULE_NAME = "pytorch"
-# Test venv entries the module's Python must not have: scaletrain is what users add.
-_LEFT_OUT = ("scaletrain", "__editable__.scaletrain", "__editable___scaletrain", "_scaletrain")
+# Bump when the module's layout changes: sessions then build a new one beside the old.
+_LAYOUT_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +55,28 @@ class ModuleStack:
         return {name.decode(): value.decode() for name, value in pairs}
 
 
-def build_module_stack(folder: Path) -> ModuleStack:
-    """Write the `pytorch` module and its Python environment into `folder`."""
+def build_module_stack() -> ModuleStack:
+    """The `pytorch` module and its Python environment, for this test venv: built once per
+    machine in a folder of the temporary directory, reused by later sessions (DeepSpeed's
+    compiled CPU ops, kept in the module's TORCH_EXTENSIONS_DIR, stay valid with it)."""
     if not LMOD_INIT.is_file():
         raise RuntimeError(
             f"Lmod is not installed ({LMOD_INIT} is missing). "
             "Run `bash scripts/install-slurm.sh` as root (scripts/test.sh does)."
         )
+    digest = hashlib.sha256(f"{sys.prefix}{_LAYOUT_VERSION}".encode()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"scaletrain-pytorch-module-{digest}"
+    if not (folder / "modulefiles" / f"{MODULE_NAME}.lua").is_file():
+        building = Path(tempfile.mkdtemp(prefix=f"{folder.name}-", dir=folder.parent))
+        _write_module(building, final=folder)
+        with contextlib.suppress(OSError):  # another session finished first: use that one
+            building.rename(folder)
+        shutil.rmtree(building, ignore_errors=True)
+    return ModuleStack(modulefiles=folder / "modulefiles", python_env=folder / "pytorch-env")
+
+
+def _write_module(folder: Path, *, final: Path) -> None:
+    """The environment and the modulefile in `folder`, naming paths as they will be in `final`."""
     env = folder / "pytorch-env"
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -74,18 +93,19 @@ def build_module_stack(folder: Path) -> ModuleStack:
     for entry in stdlib.iterdir():
         if entry.name != "site-packages":
             (library / entry.name).symlink_to(entry)
-    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if not entry.name.startswith(_LEFT_OUT):
-            (packages / entry.name).symlink_to(entry)
+    # The test venv's packages by their own path (a path line in a .pth file; the .pth files
+    # in that folder, scaletrain's editable install among them, are not read from there). Their
+    # own path keeps compiled-extension caches valid: DeepSpeed's JIT ops hash their paths.
+    (packages / "test-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     modulefiles = folder / "modulefiles"
     modulefiles.mkdir()
     (modulefiles / f"{MODULE_NAME}.lua").write_text(
         "-- PyTorch for the test cluster: a Python with torch first on PATH, as the sites'\n"
         "-- modules provide it (no scaletrain: users add it in a venv over this module).\n"
         'whatis("PyTorch, accelerate, DeepSpeed, Lightning (test cluster)")\n'
-        f'prepend_path("PATH", "{env / "bin"}")\n'
+        f'prepend_path("PATH", "{final / "pytorch-env" / "bin"}")\n'
+        f'setenv("TORCH_EXTENSIONS_DIR", "{final / "torch-extensions"}")\n'
     )
-    return ModuleStack(modulefiles=modulefiles, python_env=env)
 
 
 def make_user_venv(stack: ModuleStack, folder: Path) -> Path:

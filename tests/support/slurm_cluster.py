@@ -295,7 +295,7 @@ def running_cluster(folder: Path, nodes: int = 2) -> Iterator[SlurmCluster]:
     network = create_network(instance, [f"n{index}" for index in range(1, nodes + 1)], subnet)
     munge_folder = Path(tempfile.mkdtemp(prefix=f"{instance}-munge-"))
     munge_folder.chmod(0o755)
-    modules = build_module_stack(folder / "software")
+    modules = build_module_stack()
     cluster = SlurmCluster(instance, folder, network, munge_folder, modules)
     try:
         cluster._start()
