@@ -22,6 +22,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,8 @@ LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 MODULE_NAME = "pytorch"
 # Bump when the module's layout changes: sessions then build a new one beside the old.
 _LAYOUT_VERSION = 1
+# A compile of DeepSpeed's CPU op takes about a minute; a lock this old was left by a kill.
+_STALE_LOCK_S = 900
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +75,17 @@ def build_module_stack() -> ModuleStack:
         with contextlib.suppress(OSError):  # another session finished first: use that one
             building.rename(folder)
         shutil.rmtree(building, ignore_errors=True)
+    _remove_stale_locks(folder / "torch-extensions")
     return ModuleStack(modulefiles=folder / "modulefiles", python_env=folder / "pytorch-env")
+
+
+def _remove_stale_locks(extensions: Path) -> None:
+    """A job killed while compiling leaves torch's lock file behind, and every later job would
+    wait for it forever; a compile of another session holds a fresh one."""
+    for lock in extensions.glob("*/*/lock"):
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - lock.stat().st_mtime > _STALE_LOCK_S:
+                lock.unlink()
 
 
 def _write_module(folder: Path, *, final: Path) -> None:
