@@ -14,7 +14,6 @@ line does not activate). (A venv would not do: a venv made from a venv's python 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -22,7 +21,6 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,8 +30,6 @@ LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 MODULE_NAME = "pytorch"
 # Bump when the module's layout changes: sessions then build a new one beside the old.
 _LAYOUT_VERSION = 1
-# A compile of DeepSpeed's CPU op takes about a minute; a lock this old was left by a kill.
-_STALE_LOCK_S = 900
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,20 +68,24 @@ def build_module_stack() -> ModuleStack:
     if not (folder / "modulefiles" / f"{MODULE_NAME}.lua").is_file():
         building = Path(tempfile.mkdtemp(prefix=f"{folder.name}-", dir=folder.parent))
         _write_module(building, final=folder)
-        with contextlib.suppress(OSError):  # another session finished first: use that one
+        try:
             building.rename(folder)
-        shutil.rmtree(building, ignore_errors=True)
-    _remove_stale_locks(folder / "torch-extensions")
+        except OSError:  # another session finished first: use that one
+            shutil.rmtree(building, ignore_errors=True)
+        else:
+            _compile_deepspeed_op(folder)
     return ModuleStack(modulefiles=folder / "modulefiles", python_env=folder / "pytorch-env")
 
 
-def _remove_stale_locks(extensions: Path) -> None:
-    """A job killed while compiling leaves torch's lock file behind, and every later job would
-    wait for it forever; a compile of another session holds a fresh one."""
-    for lock in extensions.glob("*/*/lock"):
-        with contextlib.suppress(FileNotFoundError):
-            if time.time() - lock.stat().st_mtime > _STALE_LOCK_S:
-                lock.unlink()
+def _compile_deepspeed_op(folder: Path) -> None:
+    """DeepSpeed on CPUs compiles its shared-memory communication op on first use (about a
+    minute): done here once, outside any job's time limit, where the module's jobs find it."""
+    code = "from deepspeed.ops.op_builder.cpu.comm import ShareMemCommBuilder as B; B().load()"
+    environ = {**os.environ, "TORCH_EXTENSIONS_DIR": str(folder / "torch-extensions")}
+    python = folder / "pytorch-env" / "bin" / "python3"
+    subprocess.run(
+        [str(python), "-c", code], env=environ, capture_output=True, timeout=900, check=False
+    )
 
 
 def _write_module(folder: Path, *, final: Path) -> None:

@@ -54,11 +54,9 @@ def submit(
     return RunFolder(cwd / "runs" / name), result.stdout.strip()
 
 
-def finished(
-    cluster: SlurmCluster, folder: RunFolder, job_id: str, timeout: float = JOB_TIMEOUT_S
-) -> str:
+def finished(cluster: SlurmCluster, folder: RunFolder, job_id: str) -> str:
     """Wait for the job; its output, from the run folder's logs/ (named %x-%j.out)."""
-    state = cluster.wait_for_job(job_id, timeout=timeout)
+    state = cluster.wait_for_job(job_id, timeout=JOB_TIMEOUT_S)
     output = folder.logs / f"{folder.name}-{job_id}.out"
     assert output.is_file(), f"{state}: no {output}\n{cluster.logs()}"
     text = output.read_text()
