@@ -58,9 +58,11 @@ def code_outside_single_quotes(script: str) -> str:
 def test_every_launch_mode_has_a_template_of_its_name() -> None:
     templates = files("scaletrain.launch") / "templates"
     names = {path.name.removesuffix(".sbatch.j2") for path in templates.iterdir()}
-    # job.sbatch.j2 is the skeleton around them, common.j2 their shared pieces, and
-    # import_check.py the job's check of its Python.
-    assert names - {"job", "common.j2", "import_check.py"} == set(MODES)
+    # job.sbatch.j2 is the skeleton around them, common.j2 their shared pieces,
+    # import_check.py the job's check of its Python, environment_check.sh.j2 the same on a
+    # login node.
+    others = {"job", "common.j2", "import_check.py", "environment_check.sh.j2"}
+    assert names - others == set(MODES)
 
 
 @pytest.mark.skipif(
@@ -214,8 +216,12 @@ def test_lumi_cpu_binding_and_gcd_visibility_per_mode() -> None:
 
 def test_lumi_runs_the_laif_container_with_its_bindings_and_extends_them() -> None:
     container = render(plan_for(cluster="lumi", gpus=16))
-    setup = "module use /appl/local/laifs/modules\nmodule load lumi-aif-singularity-bindings\n"
-    assert setup in container
+    for line in (
+        "module use /appl/local/laifs/modules",
+        "module load lumi-aif-singularity-bindings",
+    ):
+        # A setup line that fails stops the job, saying which.
+        assert f"\n{line} || {{ echo 'scaletrain: the software setup failed" in container
     assert "CONTAINER=/appl/local/laifs/containers/lumi-multitorch-latest.sif\n" in container
     # The bindings module's SINGULARITY_BIND is extended, never replaced.
     assert "binds=/scratch/project_465000000/me\n" in container
@@ -249,7 +255,7 @@ def test_a_venv_or_squashfs_inside_the_container_comes_first_on_its_path() -> No
 
 def test_a_venv_over_a_module_is_activated_after_the_load() -> None:
     script = render(plan_for(cluster="puhti", gpus=8, venv="/projappl/p/venv"))
-    load = script.index("module load pytorch\n")
+    load = script.index("module load pytorch || ")
     activate = script.index('source "$venv/bin/activate"')
     check = script.index("python3 - scaletrain torch <<")
     assert load < activate < check < script.index("\nsrun ")
@@ -263,7 +269,7 @@ def test_a_venv_over_a_module_is_activated_after_the_load() -> None:
         plan_for(cluster="puhti", gpus=8, venv="none", submitting_venv="/v").software.venv is None
     )
     modules = render(plan_for(cluster="lumi", gpus=16, stack="csc"))
-    assert "module use /appl/local/csc/modulefiles\nmodule load pytorch\n" in modules
+    assert "\nmodule use /appl/local/csc/modulefiles || " in modules
     assert "CONTAINER" not in modules
 
 

@@ -32,7 +32,7 @@ def layouts(output: str) -> list[dict[str, Any]]:
 
 def printed(output: str) -> list[dict[str, Any]]:
     """The LAYOUT lines of the probes, in the order printed (a terminal may prefix codes)."""
-    return [json.loads(found) for found in re.findall(r"LAYOUT (\{.*\})", output)]
+    return [json.loads(found) for found in re.findall(r"LAYOUT (\{[^{}]*\})", output)]
 
 
 class Terminal:
