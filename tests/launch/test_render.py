@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import shlex
 import shutil
@@ -15,6 +14,7 @@ import pytest
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.shell_text import one_line
+from scaletrain.planning.memory import ModelSize
 from scaletrain.planning.modes import launch_modes
 from tests.conftest import REPO
 from tests.support.doc_samples import blocks
@@ -307,8 +307,15 @@ def test_precision_is_the_users() -> None:
     assert "mixed_precision" not in accelerate and "dynamo_backend" not in accelerate
     bf16 = render(plan_for(cluster="puhti", mode="accelerate", gpus=8, precision="bf16"))
     assert "--mixed_precision=bf16 " in launch_lines(bf16)[-1]
+    fp32 = render(plan_for(cluster="puhti", mode="accelerate", gpus=8, precision="fp32"))
+    assert "--mixed_precision=no " in launch_lines(fp32)[-1]  # accelerate's word for fp32
     with pytest.raises(ScaletrainError, match="torchrun's launcher takes no precision"):
         plan_for(cluster="puhti", gpus=8, precision="bf16")
+    # With a model to estimate, --precision is the estimate's: the launcher still gets none.
+    model = ModelSize(parameters=10**9, precision="fp32")
+    estimated = plan_for(cluster="puhti", gpus=8, precision="fp32", model=model)
+    assert "precision" not in launch_lines(render(estimated))[-1]
+    assert estimated.memory_estimates
 
 
 def test_extras_go_where_the_job_script_says() -> None:

@@ -324,8 +324,10 @@ def test_missing_localid_with_one_task_on_the_node_is_local_rank_zero() -> None:
 
 
 def test_nodeid_beyond_the_node_count_is_an_error() -> None:
+    # Read where this host's name is not in the step's list (the list decides otherwise).
+    environ = {**SLURM_STEP, "SLURM_NODEID": "2", "SLURMD_NODENAME": "localhost"}
     with pytest.raises(LaunchEnvironmentError, match=r"SLURM_NODEID=2 is outside 0\.\.1"):
-        detect_layout({**SLURM_STEP, "SLURM_NODEID": "2"})
+        detect_layout(environ)
 
 
 @pytest.mark.parametrize("bad", ["4(x2", "four", "4(x0)", "0,4", "4(y2)", ""])

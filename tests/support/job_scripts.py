@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.core.toml_text import parse_toml
 from scaletrain.launch.job_script import JobOptions, render_job_script
 from scaletrain.planning.extras import JobExtras
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
+from scaletrain.planning.software import SoftwareChoice
 from tests.conftest import REPO
 
 # A value of a user's cluster profile ([environment]) that would run commands if unquoted.
 HOSTILE_PROFILE_VALUE = "$(touch pwned14) `touch pwned15` it's"
-from scaletrain.planning.software import SoftwareChoice
 
 # Where the rendered examples "run": a LUMI-like project folder.
 WORKDIR = Path("/scratch/project_465000000/me")
@@ -77,9 +79,12 @@ def shellcheck(scripts: dict[str, str], folder: Path) -> str:
 
 
 def hostile_site(config_home: Path) -> None:
-    """A user profile `hostile`: the test Slurm's (local.toml), exporting HOSTILE_VALUE."""
-    text = (REPO / "src/scaletrain/clusters/profiles/local.toml").read_text()
-    text += f"\n[environment]\nHOSTILE_VALUE = {json.dumps(HOSTILE_PROFILE_VALUE)}\n"
+    """A user profile `hostile`: the test Slurm's (local.toml), exporting HOSTILE_VALUE, and
+    without its Lmod module: its jobs run in plain bash too, with this venv's Python."""
+    profile = parse_toml((REPO / "src/scaletrain/clusters/profiles/local.toml").read_text())
+    del profile["software"]
+    profile["environment"] = {"HOSTILE_VALUE": HOSTILE_PROFILE_VALUE}
+    text = tomli_w.dumps(profile)
     folder = config_home / "scaletrain" / "clusters"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "hostile.toml").write_text(text)

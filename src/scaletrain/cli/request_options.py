@@ -89,31 +89,48 @@ def _request_parameters(
         None, "--squashfs", help="Your venv packed with mksquashfs, mounted in the container."
     ),
     bind: list[str] = typer.Option(
-        [], "--bind", help="Also bind this into the container (src[:dest[:opts]]); repeatable."
+        [],
+        "--bind",
+        metavar="SRC[:DEST[:OPTS]]",
+        help="Also bind this into the container (src[:dest[:opts]]); repeatable.",
     ),
     env: list[str] = typer.Option(
-        [], "--env", help="Export NAME=VALUE in the job, exactly as written; repeatable."
+        [],
+        "--env",
+        metavar="NAME=VALUE",
+        help="Export NAME=VALUE in the job, exactly as written; repeatable.",
     ),
     env_expand: list[str] = typer.Option(
         [],
         "--env-expand",
+        metavar="NAME=VALUE",
         help="Export NAME=VALUE with $VARIABLES expanded when the job runs; repeatable.",
     ),
     setup: list[str] = typer.Option(
-        [], "--setup", help="A shell line run after the software setup; repeatable."
+        [], "--setup", metavar="LINE", help="A shell line run after the software setup; repeatable."
     ),
     before: list[str] = typer.Option(
-        [], "--before", help="A command run once on every node before training; repeatable."
+        [],
+        "--before",
+        metavar="COMMAND",
+        help="A command run once on every node before training; repeatable.",
     ),
     after: list[str] = typer.Option(
-        [], "--after", help="A command run once on every node after training; repeatable."
+        [],
+        "--after",
+        metavar="COMMAND",
+        help="A command run once on every node after training; repeatable.",
     ),
     sbatch: list[str] = typer.Option(
-        [], "--sbatch", help="Another #SBATCH option, e.g. --sbatch=--exclusive; repeatable."
+        [],
+        "--sbatch",
+        metavar="OPTION",
+        help="Another #SBATCH option, e.g. --sbatch=--exclusive; repeatable.",
     ),
     launcher_arg: list[str] = typer.Option(
         [],
         "--launcher-arg",
+        metavar="ARG",
         help="A flag for the launcher (torchrun, accelerate; srun in per-GPU modes); repeatable.",
     ),
     precision: str | None = typer.Option(

@@ -133,6 +133,8 @@ def _line_breaks(value: Any, path: str = "") -> str | None:
             if found:
                 return found
     return None
+
+
 def _packaged_data(name: str, where: str) -> dict[str, Any]:
     """The TOML data of the packaged profile `name`, which a user's profile extends."""
     resource = files("scaletrain.clusters") / "profiles" / f"{name}.toml"

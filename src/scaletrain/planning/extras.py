@@ -26,11 +26,12 @@ class JobExtras:
     after: tuple[str, ...] = ()
     """Shell commands run once on every node after training, whatever its result."""
     precision: str | None = None
-    """Mixed precision for launchers that take it (accelerate's --mixed_precision)."""
+    """bf16, fp16 or fp32 for launchers that take it (accelerate's --mixed_precision)."""
 
-    def check_for(self, mode: LaunchMode) -> None:
-        """Options a mode cannot honour are errors, not silently dropped."""
-        if self.precision is not None and mode.precision_option is None:
+    def check_for(self, mode: LaunchMode, *, estimating_memory: bool = False) -> None:
+        """Options a mode cannot honour are errors, not silently dropped. `--precision` also
+        sets the memory estimate's precision: with a model to estimate, it is not dropped."""
+        if self.precision is not None and mode.precision_option is None and not estimating_memory:
             raise ScaletrainError(
                 f"--precision is given, but {mode.name}'s launcher takes no precision: your "
                 "script or its config decides it.",

@@ -36,7 +36,7 @@ class _PerGpu:
 def plan_job(request: Request, profile: ClusterProfile) -> Plan:
     """Decide everything a job script needs, or fail saying what to ask for instead."""
     mode = launch_mode(request.mode)
-    request.extras.check_for(mode)
+    request.extras.check_for(mode, estimating_memory=request.model is not None)
     software = choose_software(request.software, profile)
     time_seconds = parse_slurm_time(request.time)
     shape = shape_for(request, profile)
