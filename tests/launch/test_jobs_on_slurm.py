@@ -193,7 +193,11 @@ def test_hostile_paths_and_arguments_arrive_as_given(
     assert len(processes) == 2, output
     for process in processes:
         assert Path(process["argv"][0]).name == script.name
-        assert process["argv"][1:] == arguments
+        # DeepSpeed's launcher passes each process its local rank first; so does its mode.
+        first = (
+            [f"--local_rank={process['environ']['SLURM_LOCALID']}"] if mode == "deepspeed" else []
+        )
+        assert process["argv"][1:] == [*first, *arguments]
         assert process["cwd"] == str(project)
         assert process["environ"]["SCALETRAIN_RUN_DIR"] == str(folder.root)
         assert process["environ"]["HOSTILE_VALUE"] == HOSTILE_PROFILE_VALUE
