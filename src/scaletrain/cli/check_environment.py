@@ -40,7 +40,7 @@ def check_job_environment(
     )
     plan = plan_job(request, load_profile(cluster, environ))
     workdir = Path.cwd()
-    modules = required_modules(plan, workdir, preflight=True)
+    modules = required_modules(plan, workdir, runs_scaletrain=True)
     software = plan.software
     where = software.container_image or "; ".join(software.setup) or "this shell's PATH"
     packages = software.squashfs or software.venv or "no venv"

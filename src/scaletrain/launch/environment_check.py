@@ -3,9 +3,9 @@ and on the login node by `scaletrain check --cluster`, with the same small progr
 
 The program (templates/import_check.py) runs in the job's own Python: after the module load
 and the venv, or inside the container. It needs nothing but the standard library, so it
-answers where scaletrain itself is missing. What it checks: scaletrain (the preflight runs
-it), the launcher's package, torch, and the top-level imports of your script that are neither
-standard library nor files beside it.
+answers where scaletrain itself is missing. What it checks: scaletrain (the preflight, the
+monitor and the instrumented entry run it), the launcher's package, torch, and the top-level
+imports of your script that are neither standard library nor files beside it.
 """
 
 from __future__ import annotations
@@ -62,11 +62,13 @@ def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
     return found
 
 
-def required_modules(plan: Plan, workdir: Path, *, preflight: bool) -> list[str]:
-    """What the job's Python must import, in the order a user would install it."""
+def required_modules(plan: Plan, workdir: Path, *, runs_scaletrain: bool) -> list[str]:
+    """What the job's Python must import, in the order a user would install it;
+    `runs_scaletrain`: the job runs scaletrain's own code (preflight, monitor, instrumented
+    entry), not only your script."""
     from scaletrain.planning.modes import launch_mode
 
-    wanted = ["scaletrain"] if preflight else []
+    wanted = ["scaletrain"] if runs_scaletrain else []
     launcher = launch_mode(plan.mode).launcher_package
     wanted += ["torch", *([launcher] if launcher else [])]
     wanted += script_imports(workdir / plan.script)

@@ -217,7 +217,7 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
         "extras": plan.extras,
         "import_check": {
             "program": import_check_program(),
-            "modules": required_modules(plan, workdir, preflight=options.preflight),
+            "modules": required_modules(plan, workdir, runs_scaletrain=_runs_scaletrain(options)),
             "hint": fix_hint(software, plan.cluster),
         },
         "numa_binding": mode.name == "torchrun" and bool(plan.cpu_masks),
@@ -285,6 +285,12 @@ def _environment(plan: Plan, mode: LaunchMode, options: JobOptions) -> list[tupl
         # where torchrun did not (no --numa-binding in this torch, or accelerate).
         added[variables.CPU_MASKS] = ",".join(plan.cpu_masks)
     return list((dict(plan.environment) | added | dict(options.instrument)).items())
+
+
+def _runs_scaletrain(options: JobOptions) -> bool:
+    """The job starts scaletrain's own code: the preflight, the monitor's sampler, or the
+    instrumented entry; only then must the job's Python import scaletrain."""
+    return options.preflight or bool(options.monitor_interval_s) or bool(options.instrument)
 
 
 def _training_target(plan: Plan, options: JobOptions) -> Target:
