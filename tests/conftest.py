@@ -100,10 +100,11 @@ def torchrun(
 
 
 def scaletrain(
-    *args: str, cwd: Path, environ: dict[str, str] | None = None
+    *args: str, cwd: Path, environ: dict[str, str] | None = None, venv: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run the installed `scaletrain` command as a user would."""
-    command = [str(Path(sys.executable).with_name("scaletrain")), *args]
+    """Run the installed `scaletrain` command as a user would (of `venv`, default this one)."""
+    folder = venv / "bin" if venv else Path(sys.executable).parent
+    command = [str(folder / "scaletrain"), *args]
     return subprocess.run(
         command,
         capture_output=True,

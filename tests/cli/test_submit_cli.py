@@ -63,7 +63,7 @@ def test_job_options_change_the_script(tmp_path: Path, environ: dict[str, str]) 
     script = result.stdout
     assert "#SBATCH --signal=B:USR1@600\n" in script and "--max_restarts=0 \\\n" in script
     assert "--requeue" not in script and "scontrol requeue" not in script
-    assert "preflight" not in script
+    assert "diagnose.preflight" not in script
 
 
 def test_submit_takes_the_same_request_options_as_plan() -> None:

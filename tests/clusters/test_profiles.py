@@ -41,11 +41,16 @@ def test_packaged_profiles_hold_the_seed_facts() -> None:
         "0xfe000000000000", "0xfe00000000000000", "0xfe0000", "0xfe000000",
         "0xfe", "0xfe00", "0xfe00000000", "0xfe0000000000",
     )  # fmt: skip
-    assert lumi.environment == {
-        "NCCL_SOCKET_IFNAME": "hsn0,hsn1,hsn2,hsn3",
-        "NCCL_NET_GDR_LEVEL": "PHB",
-    }
-    assert "module use /appl/local/csc/modulefiles" in lumi.software.setup
+    # Today's LUMI (../shared/notes/lumi-today.md): no GDR level, userfaultfd, the LAIF image.
+    assert lumi.exported["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1,hsn2,hsn3"
+    assert lumi.exported["FI_MR_CACHE_MONITOR"] == "userfaultfd"
+    assert "NCCL_NET_GDR_LEVEL" not in lumi.exported
+    assert lumi.software.default == "laif"
+    assert lumi.software.stacks["laif"].container_command == "singularity run"
+    assert "module use /appl/local/csc/modulefiles" in lumi.software.stacks["csc"].setup
+    # Every LUMI setting of today says when and where it comes from.
+    for key in ("environment.FI_MR_CACHE_MONITOR", "software.stacks.laif", "software.task_setup"):
+        assert lumi.source_of(key) is not None, key
     assert lumi.partitions["standard-g"].whole_nodes
     puhti, mahti = load_profile("puhti", {}), load_profile("mahti", {})
     assert puhti.slurm.gpu_request == "--gres=gpu:v100:{gpus}" and puhti.fair_share_cores == 10
@@ -53,6 +58,29 @@ def test_packaged_profiles_hold_the_seed_facts() -> None:
     assert mahti.partitions["gpusmall"].max_gpus == 2 and mahti.partitions["gpumedium"].whole_nodes
     local = load_profile("local", {})
     assert list(local.partitions) == ["debug"] and local.node.accelerator == "cpu"
+    assert local.software.stacks["pytorch"].setup == ("module purge", "module load pytorch")
+
+
+def test_a_user_profile_extends_a_packaged_one(tmp_path: Path) -> None:
+    environ = user_site(
+        tmp_path,
+        "lumi",
+        'extends = "lumi"\n[environment]\nNCCL_NET_GDR_LEVEL = "PHB"\n'
+        '[software]\ndefault = "csc"\n',
+    )
+    lumi = load_profile("lumi", environ)
+    assert lumi.exported["NCCL_NET_GDR_LEVEL"] == "PHB"
+    assert lumi.exported["FI_MR_CACHE_MONITOR"] == "userfaultfd"  # kept from the package
+    assert lumi.software.default == "csc" and "laif" in lumi.software.stacks
+    broken = user_site(tmp_path / "b", "x", 'extends = "lumy"\n')
+    with pytest.raises(ProfileError, match="extends = 'lumy' names no packaged profile"):
+        load_profile("x", broken)
+
+
+def test_sources_must_name_settings_of_the_profile(tmp_path: Path) -> None:
+    text = MINIMAL + '\n[sources]\n"environment.NOPE" = { date = "2026-01", source = "x" }\n'
+    with pytest.raises(ProfileError, match=r"sources: 'environment\.NOPE' names no setting"):
+        load_profile("site", user_site(tmp_path, "site", text))
 
 
 def test_user_profile_adds_a_site_and_overrides_a_packaged_one(tmp_path: Path) -> None:

@@ -98,13 +98,15 @@ def test_zero3_one_slurm_task_per_gpu(slurm_cluster: SlurmCluster, tmp_path: Pat
     environ = job_environ(slurm_cluster, tmp_path)
     options = submit_options("gpt-zero3", "deepspeed", 2, 1, "--no-check")
     command = (
-        str(EXAMPLE / "train.py"), "--data-dir", str(tmp_path / "data"), "--create-small-data",
-        "--strategy", "zero3", "--precision", "bf16", "--epochs", "1",
+        # `--`: the script's own --precision, not submit's.
+        str(EXAMPLE / "train.py"), "--", "--data-dir", str(tmp_path / "data"),
+        "--create-small-data", "--strategy", "zero3", "--precision", "bf16", "--epochs", "1",
     )  # fmt: skip
     folder, job_id = submit(slurm_cluster, tmp_path, environ, options, *command)
     output = finished(slurm_cluster, folder, job_id)
-    # The DeepSpeed job sets torch's variables from Slurm's in each task (CSC's layout).
-    assert "2 process(es) on 2 nodes via env" in output
+    # The DeepSpeed job sets torch's variables from Slurm's in each task (CSC's layout); they
+    # repeat the task's own SLURM_* values, so st.init() reads the layout as Slurm's.
+    assert "2 process(es) on 2 nodes via slurm" in output
     summary = json.loads((folder.metrics / "summary.json").read_text())
     history = [json.loads(line) for line in folder.metrics.joinpath("train.jsonl").open()]
     assert history[-1]["loss"] < history[0]["loss"]

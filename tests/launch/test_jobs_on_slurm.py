@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.job_script import JobOptions, render_job_script
 from scaletrain.launch.prepare import PreparedJob
@@ -106,7 +108,7 @@ def test_lightning_finds_every_rank_through_slurm(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    options = submit_options("lit", "lightning", 2, 2, "--no-check")
+    options = submit_options("lit", "lightning", 2, 2)
     # As in CSC's example: the script gets GPUs per node and nodes, and gives them to Trainer.
     # `--nodes` is also submit's own option: after `--` it is the script's on purpose.
     command = (str(WORKERS / "lightning_ranks.py"), "--", "--devices", "2", "--nodes", "2")
@@ -136,7 +138,7 @@ def test_deepspeed_one_task_per_gpu_from_slurm_variables(
         )
     )
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    options = submit_options("ds", "deepspeed", 2, 2, "--no-check")
+    options = submit_options("ds", "deepspeed", 2, 2)
     command = (
         str(WORKERS / "deepspeed_ranks.py"),
         "--deepspeed",
@@ -152,6 +154,9 @@ def test_deepspeed_one_task_per_gpu_from_slurm_variables(
     for rank in ranks:
         assert rank["world_size"] == 4
         assert rank["weights"] == ranks[0]["weights"]  # different data, averaged gradients
+        # --local_rank as deepspeed's launcher passes it, so the script prints on each node.
+        assert rank["local_rank_argument"] == rank["local_rank"]
+    assert "node n1: trained" in output and "node n2: trained" in output
 
 
 @pytest.mark.multiprocess
@@ -188,7 +193,11 @@ def test_hostile_paths_and_arguments_arrive_as_given(
     assert len(processes) == 2, output
     for process in processes:
         assert Path(process["argv"][0]).name == script.name
-        assert process["argv"][1:] == arguments
+        # DeepSpeed's launcher passes each process its local rank first; so does its mode.
+        first = (
+            [f"--local_rank={process['environ']['SLURM_LOCALID']}"] if mode == "deepspeed" else []
+        )
+        assert process["argv"][1:] == [*first, *arguments]
         assert process["cwd"] == str(project)
         assert process["environ"]["SCALETRAIN_RUN_DIR"] == str(folder.root)
         assert process["environ"]["HOSTILE_VALUE"] == HOSTILE_PROFILE_VALUE
@@ -201,16 +210,19 @@ def test_per_task_values_are_evaluated_in_each_task(
 ) -> None:
     """LUMI's per-task lines, run for real: a job planned for the local cluster as if its
     nodes had AMD GPUs. Each task must see its own GCD and a MIOpen cache of its own node."""
+    local = plan_for(
+        cluster="local",
+        mode="srun",
+        nodes=2,
+        gpus_per_node=2,
+        time="10:00",
+        script=str(WORKERS / "task_probe.py"),
+    )
+    lumi = load_profile("lumi", {}).software.task_setup
     plan = dataclasses.replace(
-        plan_for(
-            cluster="local",
-            mode="srun",
-            nodes=2,
-            gpus_per_node=2,
-            time="10:00",
-            script=str(WORKERS / "task_probe.py"),
-        ),
+        local,
         accelerator="amd",
+        software=dataclasses.replace(local.software, task_setup=lumi, venv=sys.prefix),
     )
     folder = RunFolder(tmp_path / "runs" / "amd")
     script = render_job_script(plan, folder, JobOptions(workdir=tmp_path, preflight=False))

@@ -14,6 +14,7 @@ import pytest
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.shell_text import one_line
+from scaletrain.planning.memory import ModelSize
 from scaletrain.planning.modes import launch_modes
 from tests.conftest import REPO
 from tests.support.doc_samples import blocks
@@ -58,8 +59,10 @@ def test_every_launch_mode_has_a_template_of_its_name() -> None:
     templates = files("scaletrain.launch") / "templates"
     names = {path.name.removesuffix(".sbatch.j2") for path in templates.iterdir()}
     # job.sbatch.j2 is the skeleton around them, common.j2 their shared pieces, hang.j2 the
-    # hang watchdog's.
-    assert names - {"job", "common.j2", "hang.j2"} == set(MODES)
+    # hang watchdog's, import_check.py the job's check of its Python,
+    # environment_check.sh.j2 the same on a login node.
+    others = {"job", "common.j2", "hang.j2", "import_check.py", "environment_check.sh.j2"}
+    assert names - others == set(MODES)
 
 
 @pytest.mark.skipif(
@@ -70,9 +73,11 @@ def test_every_launch_mode_has_a_template_of_its_name() -> None:
 def test_every_mode_and_shape_passes_shellcheck(cluster: str, tmp_path: Path) -> None:
     gpus_per_node = {"lumi": 8, "puhti": 4, "mahti": 4, "local": 4}[cluster]
     scripts = {}
+    # The local test cluster has no container runtime; a site could have one.
+    with_containers = cluster != "local"
     for mode in MODES:
         for nodes in (1, 2):
-            for container in (None, "/appl/images/pytorch 2.5.sif"):
+            for container in (None, "/appl/images/pytorch 2.5.sif")[: 1 + with_containers]:
                 plan = plan_for(
                     cluster=cluster,
                     mode=mode,
@@ -81,16 +86,20 @@ def test_every_mode_and_shape_passes_shellcheck(cluster: str, tmp_path: Path) ->
                     container_image=container,
                     script_args=("--epochs", "3"),
                 )
-                if container and not plan.container_command:
-                    # The local test cluster has no container runtime; a site could have one.
-                    plan = dataclasses.replace(plan, container_command="apptainer exec")
                 software = "container" if container else "modules"
                 scripts[f"{cluster}-{mode}-{nodes}-{software}"] = render(plan)
         scripts[f"{cluster}-{mode}-no-requeue"] = render(
             plan_for(cluster=cluster, mode=mode, gpus=1), requeue=False, preflight=False
         )
     scripts[f"{cluster}-no-watchdog"] = render(plan_for(cluster=cluster, gpus=1), hang_limit_s=0)
-    assert len(scripts) == 26
+    # Everything else a job can have: your venv, extra options, commands before and after.
+    scripts[f"{cluster}-extras"] = render(
+        plan_for(cluster=cluster, gpus=gpus_per_node * 2, venv="/scratch/me/venv",
+                 sbatch=("--exclusive",), launcher_args=("--log-dir=x y",), before=("cp a b",),
+                 after=("cp b 'a c'",), extra_setup=("export X=1",),
+                 environment={"HF_HOME": "/scratch/$USER/hf"}, expand=("HF_HOME",))
+    )  # fmt: skip
+    assert len(scripts) == (27 if with_containers else 17)
     assert shellcheck(scripts, tmp_path) == ""
 
 
@@ -167,11 +176,12 @@ def test_variables_of_each_task_are_evaluated_in_the_task() -> None:
         script = render(plan_for(cluster="lumi", mode=mode, gpus=16))
         batch_shell_code = code_outside_single_quotes(script)
         for variable in ("SLURM_NODEID", "SLURM_LOCALID", "SLURM_PROCID"):
-            assert variable not in batch_shell_code, (mode, variable)
+            assert f"${variable}" not in batch_shell_code, (mode, variable)
         # The per-task code runs first in every task, then the launcher.
         assert 'bash -c "$in_task" task' in launch_lines(script)[-1]
     accelerate = render(plan_for(cluster="puhti", mode="accelerate", gpus=8))
-    assert """exec accelerate launch --machine_rank="$SLURM_NODEID" "$@"'""" in accelerate
+    launcher = 'exec python3 -m accelerate.commands.launch --machine_rank="$SLURM_NODEID" "$@"'
+    assert launcher + "'" in accelerate
 
 
 def test_lumi_cpu_binding_and_gcd_visibility_per_mode() -> None:
@@ -184,39 +194,149 @@ def test_lumi_cpu_binding_and_gcd_visibility_per_mode() -> None:
         # Only srun mode narrows each task to its own GCD; the others pick cuda:<local rank>.
         assert ("export ROCR_VISIBLE_DEVICES=$SLURM_LOCALID" in script) is (mode == "srun")
         assert 'export MIOPEN_USER_DB_PATH="/tmp/$USER-miopen-cache-$SLURM_NODEID"' in script
-        for line in ("NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3", "NCCL_NET_GDR_LEVEL=PHB"):
+        for line in ("NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3", "FI_MR_CACHE_MONITOR=userfaultfd"):
             assert f"\nexport {line}\n" in script
+        # GDR level PHB hangs multi-node start-up on ROCm 7 containers (LUMI-AI-Guide #97).
+        assert "NCCL_NET_GDR_LEVEL" not in script
         assert "\nexport OMP_NUM_THREADS=7\n" in script
+        # A missing RCCL network plugin fails the preflight instead of a warning.
+        assert "\nexport SCALETRAIN_EXPECT_NET_PLUGIN=1\n" in script
+        # torchrun binds each process to its GCD's NUMA node where torch can, else st.init().
+        numa = '"${numa_binding[@]}"' in training
+        assert numa is (mode == "torchrun")
+        assert ("SCALETRAIN_CPU_MASKS=" in script) is (mode in ("torchrun", "accelerate"))
     # Part of a node: the cores are Slurm's choice, so no masks are forced on them.
     partial = render(plan_for(cluster="lumi", mode="srun", gpus=2))
     assert "--cpu-bind" not in partial and "ROCR_VISIBLE_DEVICES" in partial
     nvidia = render(plan_for(cluster="puhti", mode="srun", gpus=8), monitor_interval_s=None)
-    assert "MIOPEN" not in nvidia and "VISIBLE_DEVICES" not in nvidia and "in_task" not in nvidia
+    assert "MIOPEN" not in nvidia and "VISIBLE_DEVICES" not in nvidia
+    # A full node of small-g is held alone: LUMI's masks work with --exclusive only.
+    small = render(plan_for(cluster="lumi", mode="srun", gpus=8, partition="small-g"))
+    assert "#SBATCH --exclusive\n" in small and f"mask_cpu:{LUMI_MASKS}" in small
 
 
-def test_container_or_modules() -> None:
-    modules = render(plan_for(cluster="lumi", gpus=16))
-    assert "module use /appl/local/csc/modulefiles\nmodule load pytorch\n" in modules
-    assert "CONTAINER" not in modules
-    image = "/project/images/pytorch.sif"
-    container = render(plan_for(cluster="lumi", gpus=16, container_image=image))
-    assert "\nmodule " not in container
-    assert f"CONTAINER={image}\n" in container
-    assert "export SINGULARITY_BIND=/scratch/project_465000000/me\n" in container
+def test_lumi_runs_the_laif_container_with_its_bindings_and_extends_them() -> None:
+    container = render(plan_for(cluster="lumi", gpus=16))
+    for line in (
+        "module use /appl/local/laifs/modules",
+        "module load lumi-aif-singularity-bindings",
+    ):
+        # A setup line that fails stops the job, saying which.
+        assert f"\n{line} || {{ echo 'scaletrain: the software setup failed" in container
+    assert "CONTAINER=/appl/local/laifs/containers/lumi-multitorch-latest.sif\n" in container
+    # The bindings module's SINGULARITY_BIND is extended, never replaced.
+    assert "binds=/scratch/project_465000000/me\n" in container
+    assert 'export SINGULARITY_BIND="${SINGULARITY_BIND:+$SINGULARITY_BIND,}$binds"' in container
     assert len(launch_lines(container)) == 2  # the preflight and training
     for line in launch_lines(container):
-        assert line.startswith('srun --kill-on-bad-exit=1 singularity exec "$CONTAINER" bash -c')
+        assert line.startswith('srun --kill-on-bad-exit=1 singularity run "$CONTAINER" bash -c')
     # MASTER_ADDR comes from scontrol in the batch shell: containers have no scontrol.
     batch = container.index("MASTER_ADDR=$(scontrol show hostnames")
     assert batch < container.index("\nsrun ")
+    # The job's Python is checked inside the container, where training runs.
+    assert 'if ! singularity run "$CONTAINER" python3 - scaletrain torch <<' in container
+    # Caches on /scratch, expanded when the job runs (LUMI-AI-Guide).
+    assert 'export TORCH_HOME="/scratch/$SLURM_JOB_ACCOUNT/$USER/torch-cache"' in container
 
 
-def test_a_container_needs_a_command_and_plain_folders(tmp_path: Path) -> None:
-    with pytest.raises(ScaletrainError, match="names no command to run a container image"):
+def test_a_venv_or_squashfs_inside_the_container_comes_first_on_its_path() -> None:
+    venv = render(plan_for(cluster="lumi", gpus=16, venv="/project/project_465000000/venv"))
+    assert "binds=/scratch/project_465000000/me,/project/project_465000000/venv\n" in venv
+    assert "export SINGULARITYENV_PREPEND_PATH=/project/project_465000000/venv/bin\n" in venv
+    squashfs = render(plan_for(cluster="lumi", gpus=16, squashfs="/scratch/p/env.sqsh"))
+    assert "binds=/scratch/project_465000000/me,/scratch/p/env.sqsh:/user-software:image-src=/" in (
+        squashfs
+    )
+    assert "export SINGULARITYENV_PREPEND_PATH=/user-software/bin\n" in squashfs
+    # An own image on Puhti runs with apptainer, whose variables are APPTAINER_*.
+    own = render(plan_for(cluster="puhti", gpus=4, container_image="/scratch/p/t.sif"))
+    assert 'export APPTAINER_BIND="${APPTAINER_BIND:+$APPTAINER_BIND,}$binds"' in own
+    assert 'apptainer exec "$CONTAINER" python3 -' in own
+
+
+def test_a_venv_over_a_module_is_activated_after_the_load() -> None:
+    script = render(plan_for(cluster="puhti", gpus=8, venv="/projappl/p/venv"))
+    load = script.index("module load pytorch || ")
+    activate = script.index('source "$venv/bin/activate"')
+    check = script.index("python3 - scaletrain torch <<")
+    assert load < activate < check < script.index("\nsrun ")
+    assert "venv=/projappl/p/venv\n" in script
+    # The venv scaletrain runs from is the default, outside containers only.
+    submitted = plan_for(cluster="puhti", gpus=8, submitting_venv="/users/me/venv")
+    assert submitted.software.venv == "/users/me/venv"
+    laif = plan_for(cluster="lumi", gpus=8, submitting_venv="/users/me/venv")
+    assert laif.software.venv is None
+    assert (
+        plan_for(cluster="puhti", gpus=8, venv="none", submitting_venv="/v").software.venv is None
+    )
+    modules = render(plan_for(cluster="lumi", gpus=16, stack="csc"))
+    assert "\nmodule use /appl/local/csc/modulefiles || " in modules
+    assert "CONTAINER" not in modules
+
+
+def test_software_choices_that_cannot_work_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(ScaletrainError, match="needs a stack that runs containers"):
         render(plan_for(cluster="local", gpus=2, container_image="pytorch.sif"))
+    with pytest.raises(ScaletrainError, match="mounts into a container"):
+        render(plan_for(cluster="puhti", gpus=2, squashfs="env.sqsh"))
+    with pytest.raises(ScaletrainError, match="no software stack called 'laif'"):
+        render(plan_for(cluster="puhti", gpus=2, stack="laif"))
     elsewhere = RunFolder(Path("/scratch/a,b/runs/mnist"))
     with pytest.raises(ScaletrainError, match="cannot be bound into a container"):
         render(plan_for(cluster="lumi", gpus=8, container_image="x.sif"), folder=elsewhere)
+
+
+def test_unconverted_scripts_get_what_their_own_launcher_gives() -> None:
+    for mode in ("srun", "deepspeed", "lightning"):
+        script = render(plan_for(cluster="puhti", mode=mode, gpus=8))
+        exports = (
+            "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
+            "LOCAL_WORLD_SIZE=4"
+        )
+        assert exports in script, mode
+    # deepspeed's launcher passes --local_rank right after the script; the preflight gets none.
+    deepspeed = render(plan_for(cluster="puhti", mode="deepspeed", gpus=8))
+    assert 'set -- "$1" --local_rank="$SLURM_LOCALID" "${@:2}"' in deepspeed
+    assert launch_lines(deepspeed)[-1].endswith('bash -c "$in_task" task train.py')
+    assert launch_lines(deepspeed)[0].endswith("task -m scaletrain.diagnose.preflight")
+    # The preflight checks the variables the script will read in its mode.
+    assert "export SCALETRAIN_SCRIPT_VARIABLES=RANK,LOCAL_RANK,WORLD_SIZE," in deepspeed
+
+
+def test_precision_is_the_users() -> None:
+    accelerate = render(plan_for(cluster="puhti", mode="accelerate", gpus=8))
+    assert "mixed_precision" not in accelerate and "dynamo_backend" not in accelerate
+    bf16 = render(plan_for(cluster="puhti", mode="accelerate", gpus=8, precision="bf16"))
+    assert "--mixed_precision=bf16 " in launch_lines(bf16)[-1]
+    fp32 = render(plan_for(cluster="puhti", mode="accelerate", gpus=8, precision="fp32"))
+    assert "--mixed_precision=no " in launch_lines(fp32)[-1]  # accelerate's word for fp32
+    with pytest.raises(ScaletrainError, match="torchrun's launcher takes no precision"):
+        plan_for(cluster="puhti", gpus=8, precision="bf16")
+    # With a model to estimate, --precision is the estimate's: the launcher still gets none.
+    model = ModelSize(parameters=10**9, precision="fp32")
+    estimated = plan_for(cluster="puhti", gpus=8, precision="fp32", model=model)
+    assert "precision" not in launch_lines(render(estimated))[-1]
+    assert estimated.memory_estimates
+
+
+def test_extras_go_where_the_job_script_says() -> None:
+    script = render(
+        plan_for(cluster="lumi", gpus=16, sbatch=("--exclusive", "--mail-type=END"),
+                 launcher_args=("--log-dir", "logs/torchrun"), extra_setup=("export CXX=g++-12",),
+                 before=("cp -a /scratch/p/data.h5 /tmp/",), after=("cp -a /tmp/out /scratch/p/",),
+                 environment={"DATA": "/flash/$USER/x y"}, expand=("DATA",))
+    )  # fmt: skip
+    assert "# Yours (--sbatch).\n#SBATCH --exclusive\n#SBATCH --mail-type=END\n" in script
+    training = [line for line in launch_lines(script) if "-- train.py" in line]
+    assert "--log-dir logs/torchrun --nnodes=" in training[0]
+    assert "\nexport CXX=g++-12\n" in script
+    every_node = 'srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --kill-on-bad-exit=1'
+    before = f"if ! {every_node} bash -c 'cp -a /scratch/p/data.h5 /tmp/'; then"
+    after = f"{every_node} bash -c 'cp -a /tmp/out /scratch/p/' || echo"
+    assert script.index(before) < script.index("\n# Training runs") < script.index(after)
+    assert 'export DATA="/flash/$USER/x y"\n' in script
+    literal = render(plan_for(cluster="lumi", gpus=16, environment={"DATA": "/flash/$USER"}))
+    assert "export DATA='/flash/$USER'\n" in literal
 
 
 def test_requeue_and_graceful_stop_lines() -> None:
@@ -279,9 +399,8 @@ def test_hang_watchdog_lines() -> None:
 
 def test_torchrun_restarts_and_rendezvous() -> None:
     one_node = launch_lines(render(plan_for(cluster="puhti", gpus=4)))[-1]
-    assert "torchrun --standalone --nnodes=1 --nproc_per_node=4 --max_restarts=3 -- train.py" in (
-        one_node
-    )
+    standalone = "--standalone --nnodes=1 --nproc_per_node=4 --max_restarts=3 -- train.py"
+    assert f"python3 -m torch.distributed.run {standalone}" in one_node
     script = render(plan_for(cluster="puhti", gpus=8), max_restarts=1)
     assert "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))" in script
     assert (

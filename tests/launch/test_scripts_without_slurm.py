@@ -111,7 +111,11 @@ def test_each_mode_runs_without_slurm_and_passes_hostile_values_as_one_word_each
     for process in processes:
         # Exactly the arguments given, each one word, to the script given, in the folder given.
         assert Path(process["argv"][0]).name == SCRIPT_NAME
-        assert process["argv"][1:] == list(HOSTILE_ARGUMENTS)
+        # DeepSpeed's launcher passes each process its local rank first; so does its mode.
+        first = (
+            [f"--local_rank={process['environ']['SLURM_LOCALID']}"] if mode == "deepspeed" else []
+        )
+        assert process["argv"][1:] == [*first, *HOSTILE_ARGUMENTS]
         assert Path(process["cwd"]) == job["workdir"]
         assert process["environ"]["HOSTILE_VALUE"] == HOSTILE_PROFILE_VALUE
         assert process["environ"]["SCALETRAIN_RUN_DIR"] == str(

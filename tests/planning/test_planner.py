@@ -13,6 +13,7 @@ from scaletrain.launch.job_script import resource_options
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
+from scaletrain.planning.software import SoftwareChoice
 from tests.clusters.site_files import MINIMAL, user_site
 
 
@@ -38,9 +39,13 @@ def test_lumi_sixteen_gpus_take_two_whole_standard_g_nodes() -> None:
     )  # fmt: skip
     assert decided.environment == {
         "NCCL_SOCKET_IFNAME": "hsn0,hsn1,hsn2,hsn3",
-        "NCCL_NET_GDR_LEVEL": "PHB",
+        "FI_MR_CACHE_MONITOR": "userfaultfd",
+        "SCALETRAIN_EXPECT_NET_PLUGIN": "1",
+        "TORCH_HOME": "/scratch/$SLURM_JOB_ACCOUNT/$USER/torch-cache",
+        "HF_HOME": "/scratch/$SLURM_JOB_ACCOUNT/$USER/hf-cache",
         "OMP_NUM_THREADS": "7",
     }
+    assert decided.expand == ("TORCH_HOME", "HF_HOME")
     assert len(decided.cpu_masks) == 8
     assert decided.billing is not None
     assert (decided.billing.units_per_hour, decided.billing.total_units) == (8, 16)
@@ -194,14 +199,33 @@ def test_local_cluster_plans_cpu_processes_without_gpu_or_memory_options() -> No
     assert decided.billing is None and decided.accelerator == "cpu"
 
 
-def test_setup_and_container_come_from_the_request_or_the_profile() -> None:
-    assert plan(gpus=8).setup[-1] == "module load pytorch"
-    custom = plan(gpus=8, setup=("module load my-torch",), container_image="/scratch/t.sif")
+def test_software_comes_from_the_request_or_the_profiles_default_stack() -> None:
+    laif = plan(gpus=8).software
+    assert (laif.stack, laif.container_command) == ("laif", "singularity run")
+    assert laif.setup[-1] == "module load lumi-aif-singularity-bindings"
+    assert plan(gpus=8, software=SoftwareChoice(stack="csc")).software.setup[-1] == (
+        "module load pytorch"
+    )
+    own = SoftwareChoice(setup=("module load my-torch",), container_image="/scratch/t.sif")
+    custom = plan(gpus=8, software=own).software
     assert custom.setup == ("module load my-torch",)
     assert (custom.container_command, custom.container_image) == (
-        "singularity exec",
+        "singularity run",
         "/scratch/t.sif",
     )
+    # --container on a module site picks the site's container stack.
+    puhti = plan("puhti", gpus=4, software=SoftwareChoice(container_image="/p/t.sif")).software
+    assert (puhti.stack, puhti.container_command, puhti.setup) == (
+        "apptainer",
+        "apptainer exec",
+        (),
+    )
+
+
+def test_your_environment_goes_over_the_profiles() -> None:
+    decided = plan(gpus=8, environment={"TORCH_HOME": "/flash/t", "X": "$Y"}, expand=("X",))
+    assert decided.environment["TORCH_HOME"] == "/flash/t"
+    assert decided.expand == ("HF_HOME", "X")  # yours is written as given, unless marked
 
 
 def test_a_site_that_needs_exclusive_gets_it(tmp_path: Path) -> None:

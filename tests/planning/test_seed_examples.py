@@ -50,9 +50,10 @@ def test_plan_asks_for_what_the_site_example_asks_for(example: dict[str, Any]) -
     request = Request(script="myprog.py", **example["request"])
     plan = plan_job(request, load_profile(request.cluster, {}))
     expected = resources(sbatch_options(example["sbatch"]))
-    assert resources([tuple(option[2:].split("=", 1)) for option in resource_options(plan)]) == (
-        expected
-    )
+    # Flags without a value (--exclusive, which LUMI's CPU masks need on a full small-g node)
+    # allocate nothing more.
+    valued = [option for option in resource_options(plan) if "=" in option]
+    assert resources([tuple(option[2:].split("=", 1)) for option in valued]) == expected
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[example["title"] for example in EXAMPLES])

@@ -6,6 +6,7 @@ import pytest
 
 from scaletrain.core.errors import LaunchEnvironmentError
 from scaletrain.runtime.launchers import detect_layout
+from scaletrain.runtime.launchers.slurm import ProcessFacts
 
 TORCHRUN = {
     "TORCHELASTIC_RUN_ID": "abc",
@@ -244,3 +245,185 @@ def test_plain_python_is_a_single_process() -> None:
     layout = detect_layout({"HOME": "/root"})
     assert layout.launcher == "single"
     assert (layout.rank, layout.world_size, layout.local_world_size) == (0, 1, 1)
+
+
+# --- Launcher corners of real clusters (issue 11) ---------------------------------------------
+
+# Task 4 of `srun --nodes=4 --ntasks=7 --distribution=cyclic` with SLURM_TASKS_PER_NODE=2(x3),1:
+# ranks go round the nodes (0->n1, 1->n2, 2->n3, 3->n4, 4->n1, ...), so rank // tasks per node
+# is not the node; Slurm says which node and local rank each task has.
+CYCLIC_UNEVEN = {
+    "SLURM_JOB_ID": "900",
+    "SLURM_STEP_ID": "0",
+    "SLURM_PROCID": "4",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "0",
+    "SLURM_NTASKS": "7",
+    "SLURM_STEP_NUM_TASKS": "7",
+    "SLURM_STEP_NUM_NODES": "4",
+    "SLURM_STEP_NODELIST": "n[1-4]",
+    "SLURM_JOB_NODELIST": "n[1-4]",
+    "SLURM_STEP_TASKS_PER_NODE": "2(x3),1",
+    "SLURMD_NODENAME": "n1",
+}
+
+
+@pytest.mark.parametrize("rank_variable", ["PMIX_RANK", "PMI_RANK"])
+def test_pmix_and_pmi2_ranks_under_srun_keep_slurms_nodes_for_cyclic_uneven(
+    rank_variable: str,
+) -> None:
+    environ = {**CYCLIC_UNEVEN, rank_variable: "4", "PMI_SIZE": "7"}
+    layout = detect_layout(environ)
+    assert layout.launcher == "mpi"
+    # Not node 4 // 2 = 2: Slurm put rank 4 on the first node, as its second task there.
+    assert (layout.rank, layout.node_rank, layout.local_rank) == (4, 0, 1)
+    assert (layout.local_world_size, layout.num_nodes, layout.world_size) == (2, 4, 7)
+    last_node = {**environ, "SLURM_NODEID": "3", "SLURMD_NODENAME": "n4", "SLURM_LOCALID": "0",
+                 "SLURM_PROCID": "3", rank_variable: "3"}  # fmt: skip
+    assert detect_layout(last_node).local_world_size == 1
+
+
+def test_srun_cyclic_uneven_without_mpi() -> None:
+    layout = detect_layout(CYCLIC_UNEVEN)
+    assert layout.launcher == "slurm"
+    assert (layout.node_rank, layout.local_world_size, layout.num_nodes) == (0, 2, 4)
+
+
+def test_tasks_per_node_from_ntasks_per_node_when_no_list_is_set() -> None:
+    environ = {**SLURM_STEP, "SLURM_NTASKS_PER_NODE": "4"}
+    environ.pop("SLURM_STEP_TASKS_PER_NODE")
+    environ.pop("SLURM_STEP_NUM_NODES")
+    environ.pop("SLURM_STEP_NODELIST")
+    layout = detect_layout(environ)
+    assert (layout.local_world_size, layout.num_nodes, layout.node_rank) == (4, 2, 1)
+
+
+def test_job_tasks_per_node_used_only_when_it_fits_the_step() -> None:
+    # A 1-task step (srun -n1) inside a job of 2 × 4 tasks: the job's list is not this step's.
+    environ = {**SLURM_STEP, "SLURM_STEP_NUM_TASKS": "1", "SLURM_NTASKS": "1",
+               "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+               "SLURM_STEP_NUM_NODES": "1", "SLURM_STEP_NODELIST": "nid005000",
+               "SLURM_TASKS_PER_NODE": "4(x2)"}  # fmt: skip
+    environ.pop("SLURM_STEP_TASKS_PER_NODE")
+    layout = detect_layout(environ)
+    assert (layout.world_size, layout.local_world_size, layout.num_nodes) == (1, 1, 1)
+
+
+def test_missing_localid_with_several_tasks_on_the_node_is_an_error() -> None:
+    environ = {k: v for k, v in SLURM_STEP.items() if k != "SLURM_LOCALID"}
+    with pytest.raises(LaunchEnvironmentError, match="SLURM_LOCALID is not set, but 4 tasks"):
+        detect_layout(environ)
+
+
+def test_missing_localid_with_one_task_on_the_node_is_local_rank_zero() -> None:
+    environ = {**SLURM_STEP, "SLURM_STEP_TASKS_PER_NODE": "7,1", "SLURM_NODEID": "1",
+               "SLURM_PROCID": "7"}  # fmt: skip
+    environ.pop("SLURM_LOCALID")
+    layout = detect_layout(environ)
+    assert (layout.local_rank, layout.local_world_size) == (0, 1)
+
+
+def test_nodeid_beyond_the_node_count_is_an_error() -> None:
+    # Read where this host's name is not in the step's list (the list decides otherwise).
+    environ = {**SLURM_STEP, "SLURM_NODEID": "2", "SLURMD_NODENAME": "localhost"}
+    with pytest.raises(LaunchEnvironmentError, match=r"SLURM_NODEID=2 is outside 0\.\.1"):
+        detect_layout(environ)
+
+
+@pytest.mark.parametrize("bad", ["4(x2", "four", "4(x0)", "0,4", "4(y2)", ""])
+def test_malformed_task_count_list_is_scaletrains_error(bad: str) -> None:
+    environ = {**SLURM_STEP, "SLURM_STEP_TASKS_PER_NODE": bad or ","}
+    with pytest.raises(LaunchEnvironmentError, match="SLURM_STEP_TASKS_PER_NODE=") as caught:
+        detect_layout(environ)
+    assert "not a Slurm task count list" in caught.value.problem
+
+
+def test_task_count_list_contradicting_the_step_is_an_error() -> None:
+    with pytest.raises(LaunchEnvironmentError, match=r"means 6 task\(s\) on 2 node"):
+        detect_layout({**SLURM_STEP, "SLURM_STEP_TASKS_PER_NODE": "3(x2)"})
+
+
+# `srun --pty bash` in `salloc --ntasks-per-node=4`, then `python train.py` typed in that shell:
+# the step says 4 tasks and rank 0, but only this one process exists.
+INTERACTIVE_SHELL = {
+    "SLURM_JOB_ID": "901",
+    "SLURM_JOB_NAME": "interactive",
+    "SLURM_STEP_ID": "0",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+    "SLURM_NODEID": "0",
+    "SLURM_NTASKS": "4",
+    "SLURM_STEP_NUM_TASKS": "4",
+    "SLURM_STEP_TASKS_PER_NODE": "4",
+    "SLURM_STEP_NODELIST": "n1",
+    "SLURM_PTY_PORT": "41235",
+    "SLURM_TASK_PID": "4242",
+}
+
+
+# The shell (the step's task, pid 4242) reads the terminal; python typed into it is its child.
+TYPED_IN = ProcessFacts(pid=5000, stdin_is_terminal=True)
+
+
+def test_python_typed_into_an_interactive_srun_pty_shell_is_one_process() -> None:
+    layout = detect_layout(INTERACTIVE_SHELL, TYPED_IN)
+    assert layout.launcher == "interactive"
+    assert (layout.rank, layout.world_size) == (0, 1)
+
+
+def test_tasks_of_srun_typed_into_the_shell_are_an_srun_step() -> None:
+    # They inherit SLURM_PTY_PORT, but read a pipe from srun, not the terminal.
+    step = {**INTERACTIVE_SHELL, "SLURM_STEP_ID": "1", "SLURM_NTASKS": "2",
+            "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_TASKS_PER_NODE": "2", "SLURM_PROCID": "1",
+            "SLURM_LOCALID": "1", "MASTER_ADDR": "n1"}  # fmt: skip
+    layout = detect_layout(step, ProcessFacts(pid=5001, stdin_is_terminal=False))
+    assert (layout.launcher, layout.rank, layout.world_size) == ("slurm", 1, 2)
+
+
+def test_srun_pty_python_itself_is_the_steps_task() -> None:
+    one_task = {**INTERACTIVE_SHELL, "SLURM_NTASKS": "1", "SLURM_STEP_NUM_TASKS": "1",
+                "SLURM_STEP_TASKS_PER_NODE": "1", "SLURM_TASK_PID": "5000"}  # fmt: skip
+    assert detect_layout(one_task, TYPED_IN).launcher == "slurm"
+
+
+def test_torchrun_typed_into_an_interactive_shell_is_torchrun() -> None:
+    layout = detect_layout({**INTERACTIVE_SHELL, **TORCHRUN}, TYPED_IN)
+    assert layout.launcher == "torchrun" and layout.world_size == 8
+
+
+def test_env_variables_that_repeat_the_srun_task_are_read_as_slurm() -> None:
+    # Generated per-GPU jobs export RANK/WORLD_SIZE/LOCAL_RANK for unconverted env:// scripts.
+    environ = {**SLURM_STEP, "RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1"}
+    assert detect_layout(environ).launcher == "slurm"
+    # Different numbers mean someone else set them on purpose: env:// wins, as before.
+    moved = {**environ, "RANK": "2", "LOCAL_RANK": "2", "MASTER_ADDR": "nid005000"}
+    assert detect_layout(moved).launcher == "env"
+
+
+# mpirun in a batch script on n[1-2], 2 ranks per node: Open MPI starts its daemon on n2 with
+# srun, so ranks there see a step of their own (node list n2, SLURM_PROCID 0); ranks on n1 see
+# the batch step. Both must agree that rank 0 (on mpirun's node, n1) is the master.
+MPIRUN_IN_BATCH = {
+    "SLURM_JOB_ID": "902",
+    "SLURM_JOB_NODELIST": "n[1-2]",
+    "SLURM_JOB_NUM_NODES": "2",
+    "SLURM_NTASKS": "4",
+    "SLURM_TASKS_PER_NODE": "2(x2)",
+    "OMPI_COMM_WORLD_SIZE": "4",
+    "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+}
+
+
+def test_mpirun_in_a_batch_job_agrees_on_the_master_on_every_node() -> None:
+    on_first = {**MPIRUN_IN_BATCH, "SLURMD_NODENAME": "n1", "SLURM_PROCID": "0",
+                "SLURM_NODEID": "0", "OMPI_COMM_WORLD_RANK": "1",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "1"}  # fmt: skip
+    on_second = {**MPIRUN_IN_BATCH, "SLURMD_NODENAME": "n2", "SLURM_STEP_ID": "0",
+                 "SLURM_PROCID": "0", "SLURM_NODEID": "0", "SLURM_STEP_NODELIST": "n2",
+                 "SLURM_STEP_NUM_NODES": "1", "SLURM_STEP_NUM_TASKS": "1",
+                 "OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}  # fmt: skip
+    first, second = detect_layout(on_first), detect_layout(on_second)
+    assert (first.master_addr, second.master_addr) == ("n1", "n1")
+    assert (first.node_rank, second.node_rank) == (0, 1)
+    assert (first.num_nodes, second.num_nodes) == (2, 2)
+    assert (second.rank, second.local_rank, second.world_size) == (2, 0, 4)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.core.toml_text import parse_toml
 from scaletrain.launch.job_script import JobOptions, render_job_script
+from scaletrain.planning.extras import JobExtras
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
+from scaletrain.planning.software import SoftwareChoice
 from tests.conftest import REPO
 
 # A value of a user's cluster profile ([environment]) that would run commands if unquoted.
@@ -24,8 +28,19 @@ WORKDIR = Path("/scratch/project_465000000/me")
 RUN_FOLDER = RunFolder(WORKDIR / "runs" / "mnist")
 
 
+_SOFTWARE = {"container_image", "stack", "venv", "squashfs", "binds", "setup", "submitting_venv"}
+_EXTRAS = {"sbatch", "launcher_args", "before", "after", "precision", "extra_setup"}
+
+
 def plan_for(**request: Any) -> Plan:
-    """The plan of a request (script defaults to train.py) on its cluster's packaged profile."""
+    """The plan of a request (script defaults to train.py) on its cluster's packaged profile;
+    software and extras fields may be given flat (container_image=..., before=...)."""
+    software = {key: request.pop(key) for key in _SOFTWARE & request.keys()}
+    extras = {key: request.pop(key) for key in _EXTRAS & request.keys()}
+    if "extra_setup" in extras:
+        extras["setup"] = extras.pop("extra_setup")
+    request["software"] = SoftwareChoice(**software)
+    request["extras"] = JobExtras(**extras)
     request.setdefault("script", "train.py")
     request.setdefault("time", "2:00:00")
     decided = Request(**request)
@@ -64,9 +79,12 @@ def shellcheck(scripts: dict[str, str], folder: Path) -> str:
 
 
 def hostile_site(config_home: Path) -> None:
-    """A user profile `hostile`: the test Slurm's (local.toml), exporting HOSTILE_VALUE."""
-    text = (REPO / "src/scaletrain/clusters/profiles/local.toml").read_text()
-    text += f"\n[environment]\nHOSTILE_VALUE = {json.dumps(HOSTILE_PROFILE_VALUE)}\n"
+    """A user profile `hostile`: the test Slurm's (local.toml), exporting HOSTILE_VALUE, and
+    without its Lmod module: its jobs run in plain bash too, with this venv's Python."""
+    profile = parse_toml((REPO / "src/scaletrain/clusters/profiles/local.toml").read_text())
+    del profile["software"]
+    profile["environment"] = {"HOSTILE_VALUE": HOSTILE_PROFILE_VALUE}
+    text = tomli_w.dumps(profile)
     folder = config_home / "scaletrain" / "clusters"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "hostile.toml").write_text(text)

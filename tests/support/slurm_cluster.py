@@ -53,9 +53,10 @@ from string import Template
 
 from scaletrain.slurm import commands as slurm
 from tests.conftest import clean_environ, free_port
+from tests.support.module_stack import ModuleStack, build_module_stack, make_user_venv
 from tests.support.netns import NodeNetwork, create_network, delete_network, node_command
 
-CLIENT_COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "sacct", "srun")
+CLIENT_COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "sacct", "srun", "salloc")
 DAEMONS = ("slurmctld", "slurmd", "munged", "mungekey")
 NODE_CPUS = 4
 PARTITION = "debug"
@@ -67,8 +68,17 @@ _SEARCH_PATH = f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin:/sbin:/bin"
 class SlurmCluster:
     """A running test cluster: run Slurm commands on it and wait for its jobs."""
 
-    def __init__(self, name: str, folder: Path, network: NodeNetwork, munge_folder: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        folder: Path,
+        network: NodeNetwork,
+        munge_folder: Path,
+        modules: ModuleStack,
+    ) -> None:
         self.name = name
+        self.modules = modules
+        """The site's software: Lmod and its `pytorch` module (module_stack.py)."""
         self.folder = folder
         self.network = network
         self.nodes = tuple(network.namespaces)
@@ -77,6 +87,15 @@ class SlurmCluster:
         self.bin = folder / "bin"
         self.munge_folder = munge_folder
         self._daemons: dict[str, subprocess.Popen[bytes]] = {}
+        self._user_venv: Path | None = None
+
+    @property
+    def user_venv(self) -> Path:
+        """A user's venv over the `pytorch` module with scaletrain in it, made on first use
+        (a few seconds) as the docs say; generated jobs are submitted from it."""
+        if self._user_venv is None:
+            self._user_venv = make_user_venv(self.modules, self.folder / "user")
+        return self._user_venv
 
     @property
     def slurm_addresses(self) -> dict[str, str]:
@@ -151,6 +170,7 @@ class SlurmCluster:
         self._spawn("slurmctld", [*self._on(first), _find("slurmctld"), "-D", "-f", str(self.conf)])
         for node in self.nodes:
             (self.folder / "spool" / node).mkdir(parents=True)
+            (self.folder / "tmp" / node).mkdir(parents=True)
             command = [*self._on(node), _find("slurmd"), "-D", "-N", node, "-f", str(self.conf)]
             self._spawn(f"slurmd-{node}", command)
         self._write_wrappers()
@@ -216,7 +236,9 @@ class SlurmCluster:
             real = _find(command)
             wrapper = self.bin / command
             wrapper.write_text(
-                "#!/bin/sh\n"
+                # bash, not sh: dash drops exported functions (BASH_FUNC_module%%) from the
+                # environment, and sbatch must pass Lmod's `module` on to jobs.
+                "#!/bin/bash\n"
                 f"# Slurm's {command} for the test cluster in {self.folder}.\n"
                 f'case "$(readlink /proc/self/ns/net)" in {on_a_node}) exec {real} "$@" ;; esac\n'
                 f'exec {login} --wd="$PWD" {real} "$@"\n'
@@ -286,7 +308,8 @@ def running_cluster(
     network = create_network(instance, names, subnet, management if management_network else None)
     munge_folder = Path(tempfile.mkdtemp(prefix=f"{instance}-munge-"))
     munge_folder.chmod(0o755)
-    cluster = SlurmCluster(instance, folder, network, munge_folder)
+    modules = build_module_stack()
+    cluster = SlurmCluster(instance, folder, network, munge_folder, modules)
     try:
         cluster._start()
         yield cluster

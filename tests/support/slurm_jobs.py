@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,20 @@ JOB_TIMEOUT_S = 180
 
 
 def job_environ(cluster: SlurmCluster, tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A login node's environment: Slurm's commands, and this venv's python3/torchrun/...
-    first on PATH (sbatch passes it on to the job, as an activated venv would be)."""
-    environ = cluster.environ(XDG_CONFIG_HOME=str(tmp_path / "config"), COLUMNS="200", **extra)
-    environ["PATH"] = f"{cluster.bin}:{Path(sys.executable).parent}:{environ['PATH']}"
+    """A user's login shell on the test cluster: Lmod's `module` and the cluster's modules,
+    Slurm's commands, and the user's venv over the `pytorch` module activated. Jobs load the
+    module, then activate that venv (the one `scaletrain submit` runs from)."""
+    base = cluster.environ(
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        COLUMNS="200",
+        # Rank 0 of a job may take this long to import torch on a loaded 2-core machine.
+        SCALETRAIN_RENDEZVOUS_TIMEOUT="60",
+        **extra,
+    )
+    environ = cluster.modules.login_environ(base)
+    venv = cluster.user_venv
+    environ["PATH"] = f"{cluster.bin}:{venv / 'bin'}:{base['PATH']}"
+    environ["VIRTUAL_ENV"] = str(venv)
     return environ
 
 
@@ -35,8 +44,11 @@ def submit_options(
 def submit(
     cluster: SlurmCluster, cwd: Path, environ: dict[str, str], options: list[str], *command: str
 ) -> tuple[RunFolder, str]:
-    """`scaletrain submit <options> <command>` from `cwd`; the run folder and the job id."""
-    result = scaletrain("submit", *options, *command, cwd=cwd, environ=environ)
+    """`scaletrain submit <options> <command>` from `cwd`, with the user's venv's scaletrain;
+    the run folder and the job id."""
+    result = scaletrain(
+        "submit", *options, *command, cwd=cwd, environ=environ, venv=cluster.user_venv
+    )
     assert result.returncode == 0, result.stderr
     name = options[options.index("--name") + 1]
     return RunFolder(cwd / "runs" / name), result.stdout.strip()

@@ -16,6 +16,8 @@ import torch
 import scaletrain as st
 
 parser = argparse.ArgumentParser()
+# As DeepSpeed's examples do: the launcher passes each process its local rank as an argument.
+parser.add_argument("--local_rank", type=int, default=-1)
 parser = deepspeed.add_config_arguments(parser)
 args = parser.parse_args()
 deepspeed.init_distributed(dist_backend="gloo")  # CPU processes stand in for GPUs here
@@ -33,10 +35,13 @@ report = {
     "rank": rank,
     "world_size": torch.distributed.get_world_size(),
     "local_rank": engine.local_rank,
+    "local_rank_argument": args.local_rank,
     "host": socket.gethostname(),
     "weights": model.weight.detach().flatten().tolist(),
 }
 (Path(os.environ["PROBE_DIR"]) / f"rank-{rank}.json").write_text(json.dumps(report))
+if args.local_rank == 0:  # DeepSpeed examples print from local rank 0 of each node
+    print(f"node {socket.gethostname()}: trained, weights {report['weights']}")
 # Leave the gloo group as a scaletrain script does: a script that just exits aborts now and
 # then ("terminate called without an active exception", pytorch/pytorch#179291).
 st.shutdown()

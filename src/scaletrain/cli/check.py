@@ -7,7 +7,13 @@ from typing import Any
 
 import typer
 
-from scaletrain.cli.common import DIAGNOSE_NPROC_OPTION, JSON_OPTION, RUNS_DIR_OPTION, show_report
+from scaletrain.cli.common import (
+    DIAGNOSE_NPROC_OPTION,
+    JSON_OPTION,
+    RUNS_DIR_OPTION,
+    process_environ,
+    show_report,
+)
 from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.core import console
 from scaletrain.core.variables import Variable
@@ -29,18 +35,45 @@ def check(
     min_free_gb: str = input_option(spec.MIN_FREE_GB),
     rendezvous_timeout: str = input_option(spec.RENDEZVOUS_TIMEOUT),
     expect_net_plugin: str = input_option(spec.EXPECT_NET_PLUGIN),
+    script_variables: str = input_option(spec.SCRIPT_VARIABLES),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every check of every rank."),
     name: str | None = typer.Option(None, "--name", help="Run name. Default: preflight-<time>."),
     runs_dir: Path = RUNS_DIR_OPTION,
     as_json: bool = JSON_OPTION,
+    cluster: str | None = typer.Option(
+        None,
+        "--cluster",
+        "-c",
+        help="Instead: check the Python a job on this cluster would run (its modules and "
+        "venv, or its container) imports scaletrain, torch and --script's imports.",
+    ),
+    script: str | None = typer.Option(None, "--script", help="With --cluster: your script."),
+    mode: str = typer.Option("torchrun", "--mode", "-m", help="With --cluster: the launch mode."),
+    stack: str | None = typer.Option(None, "--stack", help="With --cluster: as for submit."),
+    container: str | None = typer.Option(
+        None, "--container", help="With --cluster: as for submit."
+    ),
+    venv: str | None = typer.Option(None, "--venv", help="With --cluster: as for submit."),
 ) -> None:
     """Check launcher, devices, CPU affinity, threads, network and run folder on N processes.
 
     The same checks run on every rank as the first step of a generated job
     (python -m scaletrain.diagnose.preflight). Exit code 1 when a check fails.
 
-    Example: [bold]scaletrain check --nproc 2[/bold]
+    With --cluster, on a login node: the job's Python instead (no processes started).
+
+    Example: [bold]scaletrain check --nproc 2[/bold];
+    [bold]scaletrain check --cluster puhti --script train.py[/bold]
     """
+    if cluster is not None:
+        from scaletrain.cli.check_environment import check_job_environment, software_choice
+
+        environ = process_environ()
+        choice = software_choice(stack, container, venv, environ)
+        code = check_job_environment(
+            cluster, script=script, mode=mode, choice=choice, environ=environ
+        )
+        raise typer.Exit(code)
     given = {
         spec.EXPECTED_CPU_MASKS.name: expected_cpu_masks,
         spec.EXPECTED_GPUS_PER_NODE.name: expected_gpus_per_node,
@@ -48,6 +81,7 @@ def check(
         spec.MIN_FREE_GB.name: min_free_gb,
         spec.RENDEZVOUS_TIMEOUT.name: rendezvous_timeout,
         spec.EXPECT_NET_PLUGIN.name: expect_net_plugin,
+        spec.SCRIPT_VARIABLES.name: script_variables,
     }
     variables = {variable: value for variable, value in given.items() if value}
     spec.read_inputs(variables)  # bad values fail here, once, not in every process

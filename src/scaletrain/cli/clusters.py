@@ -153,15 +153,46 @@ def _facts(profile: ClusterProfile) -> list[tuple[str, str]]:
         ("GPU option", slurm.gpu_request.format(gpus="N") if slurm.gpu_request else "none"),
     ]
     if node.cpu_masks:
-        rows.append(("CPU masks", "GPU 0..: " + ",".join(node.cpu_masks)))
-    rows.extend(("export", f"{key}={value}") for key, value in profile.environment.items())
-    if profile.software.setup:
-        rows.append(("setup", "; ".join(profile.software.setup)))
-    if profile.software.container_command:
-        rows.append(("container", f"{profile.software.container_command} <image> ..."))
+        rows.append(
+            _sourced(profile, "node.cpu_masks", "CPU masks", "GPU 0..: " + ",".join(node.cpu_masks))
+        )
+    for name, value in profile.exported.items():
+        expanded = " (expanded in the job)" if name in profile.expanded else ""
+        rows.append(_sourced(profile, f"environment.{name}", "export", f"{name}={value}{expanded}"))
+    rows.extend(_software(profile))
     if profile.billing:
         rows.append(("billing", f"{profile.billing.unit}: {profile.billing.meaning}"))
     return rows
+
+
+def _software(profile: ClusterProfile) -> list[tuple[str, str]]:
+    """The stacks (default first) and per-task lines, each with its source."""
+    software, rows = profile.software, []
+    for name, stack in sorted(
+        software.stacks.items(), key=lambda item: item[0] != software.default
+    ):
+        default = " (default)" if name == software.default else ""
+        parts = [stack.description] if stack.description else []
+        if stack.setup:
+            parts.append("; ".join(stack.setup))
+        if stack.container_command:
+            parts.append(f"{stack.container_command} {stack.image or '<--container IMAGE>'}")
+        rows.append(
+            _sourced(
+                profile, f"software.stacks.{name}", f"stack {name}{default}", " | ".join(parts)
+            )
+        )
+    if software.task_setup:
+        rows.append(
+            _sourced(profile, "software.task_setup", "every task", "; ".join(software.task_setup))
+        )
+    return rows
+
+
+def _sourced(profile: ClusterProfile, key: str, label: str, text: str) -> tuple[str, str]:
+    """A row whose text ends with the setting's date and source, when the profile has one."""
+    source = profile.source_of(key)
+    return (label, f"{text}\n  [{source}]" if source else text)
 
 
 def _partition_table(profile: ClusterProfile) -> Table:

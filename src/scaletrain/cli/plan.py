@@ -54,6 +54,22 @@ def plan(
         console.warning(warning)
 
 
+def _software_rows(decided: Plan) -> list[tuple[str, str]]:
+    software = decided.software
+    rows = []
+    if software.stack:
+        rows.append(("software", f"{software.stack}: {software.description}".rstrip(": ")))
+    if software.setup:
+        rows.append(("setup", "; ".join(software.setup)))
+    if software.container_image:
+        rows.append(("container", f"{software.container_command} {software.container_image}"))
+    if software.squashfs:
+        rows.append(("packages", f"{software.squashfs} (squashfs venv)"))
+    elif software.venv:
+        rows.append(("packages", f"venv {software.venv}"))
+    return rows
+
+
 def show_plan(decided: Plan, hang_limit_s: float) -> None:
     """The decisions, the #SBATCH lines and the cost, on stdout."""
     processes = (
@@ -99,8 +115,7 @@ def show_plan(decided: Plan, hang_limit_s: float) -> None:
         rows.append(("rule", billing.rule))
     rows.append(("lost work", failure_cost(decided, hang_limit_s)))
     rows.extend(("export", f"{key}={value}") for key, value in decided.environment.items())
-    if decided.setup:
-        rows.append(("setup", "; ".join(decided.setup)))
+    rows.extend(_software_rows(decided))
     console.show(console.table(rows, title=f"plan: {decided.world_size} GPUs on {decided.cluster}"))
     console.show_text("".join(f"#SBATCH {option}\n" for option in resource_options(decided)))
     if decided.memory_estimates:

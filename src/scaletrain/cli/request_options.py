@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import typer
 
 from scaletrain.cli.common import SCRIPT_ARGUMENT, script_arguments
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.planning.extras import JobExtras
 from scaletrain.planning.memory import ModelSize, parse_count
 from scaletrain.planning.modes import DEFAULT_MODE, launch_modes
 from scaletrain.planning.request import Request
+from scaletrain.planning.software import NO_VENV, SoftwareChoice
 
 _MODEL_PANEL = "Model (memory estimate)"
 _PRECISIONS = ("bf16", "fp16", "fp32")
@@ -68,8 +73,71 @@ def _request_parameters(
         help="Project to bill, e.g. project_465000000.",
     ),
     job_name: str | None = typer.Option(None, "--job-name", help="Slurm job name."),
+    stack: str | None = typer.Option(
+        None, "--stack", help="The cluster's software stack to use (see `clusters show`)."
+    ),
     container: str | None = typer.Option(
         None, "--container", help="Container image to run in (e.g. a .sif file)."
+    ),
+    venv: str | None = typer.Option(
+        None,
+        "--venv",
+        help="Your venv, activated after the module load or put first on PATH in the "
+        "container; 'none' for none. Default: the venv this command runs from (modules only).",
+    ),
+    squashfs: str | None = typer.Option(
+        None, "--squashfs", help="Your venv packed with mksquashfs, mounted in the container."
+    ),
+    bind: list[str] = typer.Option(
+        [],
+        "--bind",
+        metavar="SRC[:DEST[:OPTS]]",
+        help="Also bind this into the container (src[:dest[:opts]]); repeatable.",
+    ),
+    env: list[str] = typer.Option(
+        [],
+        "--env",
+        metavar="NAME=VALUE",
+        help="Export NAME=VALUE in the job, exactly as written; repeatable.",
+    ),
+    env_expand: list[str] = typer.Option(
+        [],
+        "--env-expand",
+        metavar="NAME=VALUE",
+        help="Export NAME=VALUE with $VARIABLES expanded when the job runs; repeatable.",
+    ),
+    setup: list[str] = typer.Option(
+        [], "--setup", metavar="LINE", help="A shell line run after the software setup; repeatable."
+    ),
+    before: list[str] = typer.Option(
+        [],
+        "--before",
+        metavar="COMMAND",
+        help="A command run once on every node before training; repeatable.",
+    ),
+    after: list[str] = typer.Option(
+        [],
+        "--after",
+        metavar="COMMAND",
+        help="A command run once on every node after training; repeatable.",
+    ),
+    sbatch: list[str] = typer.Option(
+        [],
+        "--sbatch",
+        metavar="OPTION",
+        help="Another #SBATCH option, e.g. --sbatch=--exclusive; repeatable.",
+    ),
+    launcher_arg: list[str] = typer.Option(
+        [],
+        "--launcher-arg",
+        metavar="ARG",
+        help="A flag for the launcher (torchrun, accelerate; srun in per-GPU modes); repeatable.",
+    ),
+    precision: str | None = typer.Option(
+        None,
+        "--precision",
+        help="bf16, fp16 or fp32: accelerate's --mixed_precision (other launchers take none: "
+        "your script sets it) and the memory estimate's (default bf16).",
     ),
     model_params: str | None = typer.Option(
         None,
@@ -89,9 +157,6 @@ def _request_parameters(
     seq_len: int | None = typer.Option(
         None, "--seq-len", help="Tokens per sample.", rich_help_panel=_MODEL_PANEL
     ),
-    precision: str = typer.Option(
-        "bf16", "--precision", help="bf16, fp16 or fp32.", rich_help_panel=_MODEL_PANEL
-    ),
     activation_checkpointing: bool = typer.Option(
         False,
         "--activation-checkpointing",
@@ -106,14 +171,22 @@ _SHARED = inspect.signature(_request_parameters, eval_str=True).parameters
 
 
 # Options named for the command line, fields named for the planner.
-_FIELD_NAMES = {"memory_per_gpu": "memory_gb_per_gpu", "container": "container_image"}
+_FIELD_NAMES = {"memory_per_gpu": "memory_gb_per_gpu"}
 
 
-def _model_size(values: dict[str, Any]) -> ModelSize | None:
+def _precision(given: str | None) -> str | None:
+    if given is not None and given not in _PRECISIONS:
+        raise ScaletrainError(
+            f"Unknown --precision {given!r}.", f"use one of {', '.join(_PRECISIONS)}."
+        )
+    return given
+
+
+def _model_size(values: dict[str, Any], precision: str | None) -> ModelSize | None:
     """The model the request names, from the model options (None without --model-params)."""
     parameters = values.pop("model_params")
     shape = {name: values.pop(name) for name in ("layers", "width", "seq_len")}
-    precision, recompute = values.pop("precision"), values.pop("activation_checkpointing")
+    recompute = values.pop("activation_checkpointing")
     if parameters is None:
         if any(value is not None for value in shape.values()):
             raise ScaletrainError(
@@ -121,10 +194,6 @@ def _model_size(values: dict[str, Any]) -> ModelSize | None:
                 "add --model-params (e.g. 1.3B) for the memory estimate, or leave them out.",
             )
         return None
-    if precision not in _PRECISIONS:
-        raise ScaletrainError(
-            f"Unknown --precision {precision!r}.", f"use one of {', '.join(_PRECISIONS)}."
-        )
     return ModelSize(
         parameters=parse_count(parameters),
         precision="fp32" if precision == "fp32" else "bf16",  # fp16 takes what bf16 takes
@@ -136,9 +205,63 @@ def _model_size(values: dict[str, Any]) -> ModelSize | None:
 
 
 def _request(ctx: typer.Context, values: dict[str, Any]) -> Request:
-    model = _model_size(values)
+    precision = _precision(values.pop("precision"))
+    model = _model_size(values, precision)
+    software = SoftwareChoice(
+        stack=values.pop("stack"),
+        container_image=values.pop("container"),
+        venv=_absolute(values.pop("venv")),
+        submitting_venv=submitting_venv(os.environ),
+        squashfs=_absolute(values.pop("squashfs")),
+        binds=tuple(values.pop("bind")),
+    )
+    extras = JobExtras(
+        setup=tuple(values.pop("setup")),
+        before=tuple(values.pop("before")),
+        after=tuple(values.pop("after")),
+        sbatch=tuple(values.pop("sbatch")),
+        launcher_args=tuple(values.pop("launcher_arg")),
+        precision=precision,
+    )
+    literal = _assignments("--env", values.pop("env"))
+    expanded = _assignments("--env-expand", values.pop("env_expand"))
     fields = {_FIELD_NAMES.get(name, name): value for name, value in values.items()}
-    return Request(script_args=script_arguments(ctx, fields["script"]), model=model, **fields)
+    return Request(
+        script_args=script_arguments(ctx, fields["script"]),
+        software=software,
+        extras=extras,
+        environment={**literal, **expanded},
+        expand=tuple(expanded),
+        model=model,
+        **fields,
+    )
+
+
+def submitting_venv(environ: Mapping[str, str]) -> str | None:
+    """The venv this command runs from: an activated one (VIRTUAL_ENV), else the one whose
+    python runs scaletrain (e.g. `~/venvs/train/bin/scaletrain` without activating it)."""
+    if environ.get("VIRTUAL_ENV"):
+        return environ["VIRTUAL_ENV"]
+    return sys.prefix if sys.prefix != sys.base_prefix else None
+
+
+def _absolute(path: str | None) -> str | None:
+    """A folder or file for the job, as an absolute path (the job may run elsewhere)."""
+    if path is None or path == NO_VENV:
+        return path
+    return str(Path(path).expanduser().absolute())
+
+
+def _assignments(option: str, given: list[str]) -> dict[str, str]:
+    assignments = {}
+    for item in given:
+        name, equals, value = item.partition("=")
+        if not equals:
+            raise ScaletrainError(
+                f"{option} {item!r} is not NAME=VALUE.", f"write e.g. {option} HF_HOME=/scratch/hf."
+            )
+        assignments[name] = value
+    return assignments
 
 
 def request_options(command: Callable[..., None]) -> Callable[..., None]:

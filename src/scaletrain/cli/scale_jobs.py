@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaletrain.cli.common import process_environ
+from scaletrain.cli.request_options import submitting_venv
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.clusters.slurm_time import format_slurm_time
 from scaletrain.core import console
@@ -21,6 +22,7 @@ from scaletrain.observe.sampler import DEFAULT_INTERVAL_S
 from scaletrain.observe.scaling import Point, StudyDesign, measure
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.request import Request
+from scaletrain.planning.software import SoftwareChoice
 from scaletrain.slurm import commands as slurm
 
 _POLL_S = 2.0
@@ -65,6 +67,8 @@ def _prepared(
                 partition=study.partition,
                 mode=study.mode,
                 account=study.account,
+                # The job runs from the venv this command runs from, as `submit` does.
+                software=SoftwareChoice(submitting_venv=submitting_venv(environ)),
             ),
             profile,
             run_folder=_sizes_folder(folder, size),

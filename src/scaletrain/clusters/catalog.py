@@ -1,7 +1,8 @@
 """Where cluster profiles come from: TOML files in the package, then the user's own.
 
 A user file `$XDG_CONFIG_HOME/scaletrain/clusters/<name>.toml` (default `~/.config/...`)
-adds a cluster, or replaces the packaged profile of the same name.
+adds a cluster, or replaces the packaged profile of the same name; with `extends = "lumi"`
+it changes only what it names in the packaged profile (tables merge key by key).
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ def profile_from_text(name: str, text: str, *, where: str) -> ClusterProfile:
         raise ProfileError(
             f"{where} is not valid TOML: {error}.", "fix the syntax at that line and column."
         ) from None
+    if "extends" in data:
+        data = _merged(_packaged_data(str(data.pop("extends")), where), data)
     broken = _line_breaks(data)
     if broken:
         raise ProfileError(
@@ -130,6 +133,33 @@ def _line_breaks(value: Any, path: str = "") -> str | None:
             if found:
                 return found
     return None
+
+
+def _packaged_data(name: str, where: str) -> dict[str, Any]:
+    """The TOML data of the packaged profile `name`, which a user's profile extends."""
+    resource = files("scaletrain.clusters") / "profiles" / f"{name}.toml"
+    if not resource.is_file():
+        packaged = sorted(
+            item.name.removesuffix(".toml")
+            for item in (files("scaletrain.clusters") / "profiles").iterdir()
+            if item.name.endswith(".toml")
+        )
+        raise ProfileError(
+            f"{where}: extends = {name!r} names no packaged profile.",
+            f"extend one of {', '.join(packaged)}, or write the whole profile without `extends`.",
+        )
+    return parse_toml(resource.read_text(encoding="utf-8"))
+
+
+def _merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `changes` on top: tables merge key by key, anything else is replaced."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _describe(detail: Mapping[str, Any]) -> str:

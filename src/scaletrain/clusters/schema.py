@@ -7,7 +7,7 @@ and come from the site's documentation (each packaged profile names its sources)
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -25,6 +25,7 @@ from scaletrain.core.errors import ScaletrainError
 
 _HEX_MASK = re.compile(r"^0x[0-9a-fA-F]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 
 
 class _Section(BaseModel):
@@ -107,13 +108,73 @@ class PerGpu(_Section):
     memory_gb: PositiveInt | None = None
 
 
-class Software(_Section):
-    """Hints for the job script: how to get PyTorch on the compute nodes."""
+class Stack(_Section):
+    """One way the site's compute nodes provide PyTorch: module lines, or a container image
+    (with the module that sets up its bindings, and the command that runs it)."""
 
+    description: str = ""
     setup: tuple[str, ...] = ()
-    """Shell lines run before training, e.g. `module load pytorch`."""
+    """Shell lines in the batch script before anything runs, e.g. `module load pytorch`, or
+    the container bindings module."""
+    image: str | None = None
+    """A container image: every task runs in it (`container_command IMAGE ...`)."""
     container_command: str | None = None
-    """How to run a command in a container image, e.g. `singularity exec`."""
+    """How to run a command in an image, e.g. `singularity run`, `apptainer exec`."""
+    binds: tuple[str, ...] = ()
+    """Folders to bind into the container beyond what `setup` binds (`src[:dest[:opts]]`)."""
+
+    @model_validator(mode="after")
+    def _container_needs_command(self) -> Stack:
+        if self.image is not None and not self.container_command:
+            raise ValueError("image needs container_command, e.g. 'singularity run'")
+        return self
+
+    @property
+    def is_container(self) -> bool:
+        """Whether this stack runs tasks in a container (an image, or one given per job)."""
+        return self.container_command is not None
+
+
+class Software(_Section):
+    """How jobs get PyTorch on the compute nodes: the site's stacks, and per-task lines."""
+
+    default: str | None = None
+    """The stack jobs use unless they choose another (`--stack`, `--container`)."""
+    stacks: dict[str, Stack] = Field(default_factory=dict)
+    task_setup: tuple[str, ...] = ()
+    """Shell lines at the start of every task, where $SLURM_NODEID, $SLURM_LOCALID are the
+    task's own (e.g. a cache folder per node on local disk)."""
+
+    @model_validator(mode="after")
+    def _default_is_a_stack(self) -> Software:
+        if self.default is not None and self.default not in self.stacks:
+            known = ", ".join(self.stacks) or "none"
+            raise ValueError(f"default = {self.default!r} names no [software.stacks] ({known})")
+        if self.default is None and self.stacks:
+            raise ValueError(f"default is missing: name one of {', '.join(self.stacks)}")
+        return self
+
+
+class EnvironmentValue(_Section):
+    """A variable whose value the job's shell expands (`$USER`, `${SLURM_JOB_ACCOUNT}`)."""
+
+    value: str
+    expand: bool = False
+    """False: exported exactly as written (quoted); true: expanded by the job's shell."""
+
+
+class Source(_Section):
+    """Where a setting comes from and when it was checked: shown by `clusters show`."""
+
+    date: str
+    source: str
+
+    @field_validator("date")
+    @classmethod
+    def _is_a_date(cls, date: str) -> str:
+        if not _DATE.match(date):
+            raise ValueError(f"{date!r} is not a date such as '2026-09' or '2026-09-14'")
+        return date
 
 
 class Billing(_Section):
@@ -165,19 +226,56 @@ class ClusterProfile(_Section):
     node: Node
     slurm: Slurm = Slurm()
     default_per_gpu: PerGpu
-    environment: dict[str, str] = Field(default_factory=dict)
+    environment: dict[str, str | EnvironmentValue] = Field(default_factory=dict)
     """Exported in every job, e.g. NCCL_SOCKET_IFNAME for the high-speed network."""
     software: Software = Software()
     billing: Billing | None = None
     partitions: dict[str, Partition] = Field(min_length=1)
+    sources: dict[str, Source] = Field(default_factory=dict)
+    """Date and source of settings, by their dotted name: `environment.FI_MR_CACHE_MONITOR`."""
 
     @field_validator("environment")
     @classmethod
-    def _variable_names(cls, environment: dict[str, str]) -> dict[str, str]:
+    def _variable_names(
+        cls, environment: dict[str, str | EnvironmentValue]
+    ) -> dict[str, str | EnvironmentValue]:
         for name in environment:
             if not _ENV_NAME.match(name):
                 raise ValueError(f"{name!r} is not an environment variable name")
         return environment
+
+    @model_validator(mode="after")
+    def _sources_name_settings(self) -> ClusterProfile:
+        data = self.model_dump()
+        for key in self.sources:
+            value: Any = data
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if value is None:
+                raise ValueError(f"sources: {key!r} names no setting of this profile")
+        return self
+
+    @property
+    def exported(self) -> dict[str, str]:
+        """Every variable of [environment] with its value as written."""
+        return {
+            name: value.value if isinstance(value, EnvironmentValue) else value
+            for name, value in self.environment.items()
+        }
+
+    @property
+    def expanded(self) -> tuple[str, ...]:
+        """The variables of [environment] whose values the job's shell expands."""
+        return tuple(
+            name
+            for name, value in self.environment.items()
+            if isinstance(value, EnvironmentValue) and value.expand
+        )
+
+    def source_of(self, key: str) -> str | None:
+        """'2026-09, <source>' for a setting with a recorded source."""
+        found = self.sources.get(key)
+        return f"{found.date}, {found.source}" if found else None
 
     @model_validator(mode="after")
     def _consistent(self) -> ClusterProfile:

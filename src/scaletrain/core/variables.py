@@ -34,6 +34,8 @@ HANG_LIMIT = "SCALETRAIN_HANG_LIMIT"
 """The hang watchdog's --hang-limit (seconds, 0: off); the ranks pace their heartbeats by it."""
 REQUEUE_COUNT = "SCALETRAIN_REQUEUE_COUNT"
 """Requeues of a run that Slurm does not count: the job script resubmitted it as a new job."""
+SCRIPT_VARIABLES = "SCALETRAIN_SCRIPT_VARIABLES"
+CPU_MASKS = "SCALETRAIN_CPU_MASKS"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

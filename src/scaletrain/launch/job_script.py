@@ -14,6 +14,7 @@ import textwrap
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -24,8 +25,10 @@ from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.hang_report import DEFAULT_HANG_LIMIT_S, HANG_EXIT_STATUS
 from scaletrain.core.job_port import JOB_PORT_BASE, JOB_PORT_SPAN
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.environment_check import fix_hint, import_check_program, required_modules
 from scaletrain.launch.shell_text import (
     check_job_name,
+    expandable,
     finalize,
     one_line,
     sbatch_option,
@@ -35,6 +38,7 @@ from scaletrain.launch.shell_text import (
 )
 from scaletrain.planning.modes import LaunchMode, launch_mode
 from scaletrain.planning.plan import Plan
+from scaletrain.planning.software import SQUASHFS_MOUNT, JobSoftware
 
 # The in-job preflight check (scaletrain.diagnose); run on every rank before training.
 PREFLIGHT_MODULE = "scaletrain.diagnose.preflight"
@@ -48,6 +52,8 @@ WATCHDOG_MODULE = "scaletrain.launch.watchdog"
 _COMMENT_WIDTH = 94
 # Time to save a checkpoint before the time limit; Slurm may signal up to a minute early.
 _DEFAULT_STOP_MARGIN_S = 300
+# torchrun binds each process to its GPU's NUMA node from this torch on (--numa-binding).
+NUMA_BINDING_TORCH = (2, 9)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -159,19 +165,34 @@ def sbatch_lines(
                 "node failure.",
             )
         )
+    for index, option in enumerate(plan.extras.sbatch):
+        lines.append(SbatchLine(option, "Yours (--sbatch)." if index == 0 else ""))
     return lines
 
 
 def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) -> str:
     """The job script for `plan`, writing into `run_folder`; submit it from that folder."""
+    context = _context(plan, run_folder, options)
+    return _templates().get_template("job.sbatch.j2").render(context)
+
+
+def render_environment_check(plan: Plan, workdir: Path) -> str:
+    """A bash script that sets up the job's software as its job would (modules, venv, or the
+    container) and checks that the job's Python imports what the job needs: run it on a login
+    node (`scaletrain check --cluster`) to know before submitting."""
+    context = _context(plan, RunFolder(workdir / "runs" / "check"), JobOptions(workdir=workdir))
+    return _templates().get_template("environment_check.sh.j2").render(context)
+
+
+def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str, Any]:
+    """Everything the templates read, for a job of `plan` in `run_folder`."""
     mode = launch_mode(plan.mode)  # an edited plan.toml may name a mode that does not exist
     job_name = check_job_name(plan.job_name or run_folder.name)
     run_dir, workdir = run_folder.root.absolute(), options.workdir.absolute()
-    binds = [workdir] + ([] if run_dir.is_relative_to(workdir) else [run_dir])
-    if plan.container_image:
-        _check_container(plan, binds)
+    software = plan.software
+    binds = _binds(software, workdir, run_dir)
     margin = stop_margin(plan, options)
-    context = {
+    return {
         "plan": plan,
         "options": options,
         "sbatch_lines": sbatch_lines(
@@ -202,16 +223,26 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
         "watchdog_module": WATCHDOG_MODULE,
         "requeue_count_variable": variables.REQUEUE_COUNT,
         "run_dir_variable": variables.RUN_DIR,
-        "container_words": shlex.split(plan.container_command or ""),
+        "software": software,
+        "container_words": shlex.split(software.container_command or ""),
+        "runtime": _runtime_prefix(software),
         "environment": _environment(plan, mode, options),
+        "expand": set(plan.expand),
+        "extras": plan.extras,
+        "import_check": {
+            "program": import_check_program(),
+            "modules": required_modules(plan, workdir, runs_scaletrain=_runs_scaletrain(options)),
+            "hint": fix_hint(software, plan.cluster),
+        },
+        "numa_binding": mode.name == "torchrun" and bool(plan.cpu_masks),
+        "numa_torch": ".".join(str(part) for part in NUMA_BINDING_TORCH),
         "port": {"base": JOB_PORT_BASE, "span": JOB_PORT_SPAN},
-        "preflight_environment": _preflight_environment(plan, mode.tasks_per_node),
+        "preflight_environment": _preflight_environment(plan, mode),
         "preflight_target": Target(module=PREFLIGHT_MODULE),
         "training_target": _training_target(plan, options),
         "monitor": _monitor(options),
         "why": variables.reason,
     }
-    return _templates().get_template("job.sbatch.j2").render(context)
 
 
 def stop_margin(plan: Plan, options: JobOptions) -> int:
@@ -229,30 +260,57 @@ def stop_margin(plan: Plan, options: JobOptions) -> int:
     return options.stop_margin_s
 
 
-def _check_container(plan: Plan, binds: list[Path]) -> None:
-    """A container needs the profile's command to run it, and folders it can bind."""
-    if not plan.container_command:
-        raise ScaletrainError(
-            f"The cluster profile {plan.cluster!r} names no command to run a container image "
-            "(software.container_command).",
-            "leave out --container and use the profile's modules, or add e.g. "
-            'container_command = "apptainer exec" to the profile\'s [software] table.',
-        )
-    for folder in binds:
+def _binds(software: JobSoftware, workdir: Path, run_dir: Path) -> list[str]:
+    """What a container must see beyond its bindings module: your folder, the run folder and
+    the venv if they lie elsewhere, the squashfs venv at /user-software, the stack's binds."""
+    if not software.in_container:
+        return []
+    folders = [workdir]
+    for folder in (run_dir, Path(software.venv) if software.venv else None):
+        if folder is not None and not any(folder.is_relative_to(seen) for seen in folders):
+            folders.append(folder)
+    if software.squashfs:
+        folders.append(Path(software.squashfs))
+    for folder in folders:
         if "," in str(folder) or ":" in str(folder):
             raise ScaletrainError(
                 f"The folder {str(folder)!r} cannot be bound into a container: singularity "
                 "reads ',' and ':' in it as separators.",
                 "work in a folder whose path has no ',' or ':', or put --runs-dir there.",
             )
+    binds = [str(folder) for folder in folders]
+    if software.squashfs:
+        binds[-1] += f":{SQUASHFS_MOUNT}:image-src=/"
+    return [*binds, *software.binds]
+
+
+def _runtime_prefix(software: JobSoftware) -> str:
+    """SINGULARITY or APPTAINER: the prefix of the variables the container command reads."""
+    command = software.container_command or ""
+    return "APPTAINER" if "apptainer" in command else "SINGULARITY"
 
 
 def _environment(plan: Plan, mode: LaunchMode, options: JobOptions) -> list[tuple[str, str]]:
     """Variables exported with their values: the plan's, the mode's own, the watchdog's limit
     (the ranks pace their heartbeats by it), then those of scaletrain's instrumented entry."""
     added = mode.environment(on_cpus=plan.accelerator == "cpu", max_restarts=options.max_restarts)
+    if plan.cpu_masks and mode.tasks_per_node == "one":
+        # One task holds the node's cores: st.init() binds each process to its GPU's cores
+        # where torchrun did not (no --numa-binding in this torch, or accelerate).
+        added[variables.CPU_MASKS] = ",".join(plan.cpu_masks)
     watchdog = {variables.HANG_LIMIT: f"{options.hang_limit_s:g}"}
     return list((dict(plan.environment) | added | watchdog | dict(options.instrument)).items())
+
+
+def _runs_scaletrain(options: JobOptions) -> bool:
+    """The job starts scaletrain's own code: the preflight, the hang watchdog, the monitor's
+    sampler, or the instrumented entry; only then must the job's Python import scaletrain."""
+    return (
+        options.preflight
+        or bool(options.hang_limit_s)
+        or bool(options.monitor_interval_s)
+        or bool(options.instrument)
+    )
 
 
 def _training_target(plan: Plan, options: JobOptions) -> Target:
@@ -273,13 +331,15 @@ def _monitor(options: JobOptions) -> dict[str, str] | None:
     }
 
 
-def _preflight_environment(plan: Plan, tasks_per_node: str) -> list[tuple[str, str]]:
+def _preflight_environment(plan: Plan, mode: LaunchMode) -> list[tuple[str, str]]:
     """What the preflight check must expect, in the variables it reads."""
     gpus = 0 if plan.accelerator == "cpu" else plan.gpus_per_node
     exported = [(variables.EXPECTED_GPUS_PER_NODE, str(gpus))]
     # Masks are only bound where srun starts one task per GPU (see common.j2).
-    if plan.cpu_masks and tasks_per_node == "per-gpu":
+    if plan.cpu_masks and mode.tasks_per_node == "per-gpu":
         exported.append((variables.EXPECTED_CPU_MASKS, ",".join(plan.cpu_masks)))
+    if mode.script_variables:
+        exported.append((variables.SCRIPT_VARIABLES, ",".join(mode.script_variables)))
     return exported
 
 
@@ -300,5 +360,6 @@ def _templates() -> jinja2.Environment:
         shell_code=shell_code,
         sbatch_option=sbatch_option,
         one_line=one_line,
+        expandable=expandable,
     )
     return environment

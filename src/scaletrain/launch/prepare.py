@@ -9,6 +9,7 @@ writable as UTF-8. `plan` shows the result; `submit` writes it and calls sbatch.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def prepare_job(
     _check_text(request, run_folder.root.absolute(), options.workdir.absolute())
     check_job_name(run_folder.name, "run name")
     check_script(request.script, options.workdir)
-    _check_container_image(request.container_image, options.workdir)
+    _check_container_image(request.software.container_image, options.workdir)
     plan = plan_job(request, profile)
     return PreparedJob(plan, render_job_script(plan, run_folder, options))
 
@@ -69,10 +70,7 @@ def _check_text(request: Request, *paths: Path) -> None:
     """Every text of the request, and the paths written into the job, must be UTF-8: a name
     read from bytes that are not (Python keeps them as surrogates) cannot be written into
     plan.toml or the job script."""
-    texts = [(str(path), "a folder") for path in paths]
-    for field in dataclasses.fields(request):
-        value = getattr(request, field.name)
-        texts += [(item, field.name) for item in (value if isinstance(value, tuple) else [value])]
+    texts = [(str(path), "a folder") for path in paths] + list(_texts(request, "request"))
     for text, what in texts:
         if isinstance(text, str):
             try:
@@ -82,3 +80,20 @@ def _check_text(request: Request, *paths: Path) -> None:
                     f"{text!r} ({what}) is not UTF-8 text, and job scripts are.",
                     "rename that file or folder to a UTF-8 name, or give the value as UTF-8.",
                 ) from None
+
+
+def _texts(value: object, name: str) -> Iterator[tuple[object, str]]:
+    """Each value of the request with the name of its field, looking into the software and
+    job extras (dataclasses), tuples and the environment's names and values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            yield from _texts(getattr(value, field.name), field.name)
+    elif isinstance(value, tuple):
+        for item in value:
+            yield from _texts(item, name)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key, name
+            yield from _texts(item, name)
+    else:
+        yield value, name

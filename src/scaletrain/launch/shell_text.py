@@ -52,6 +52,19 @@ def finalize(value: Any) -> str:
     return value if isinstance(value, ShellCode) else shell_quote(value)
 
 
+def expandable(value: Any) -> ShellCode:
+    """A value the job's shell expands: in double quotes, so `$USER`, `${SLURM_JOB_ID}` and
+    `$(...)` work and nothing else splits it. For values a user or profile marked so."""
+    text = str(value)
+    if any(character in text for character in "\n\r"):
+        raise ScaletrainError(
+            f"{text!r} cannot be exported: it contains a line break.",
+            "give the value on one line.",
+        )
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return ShellCode(f'"{escaped}"')
+
+
 def one_line(value: Any) -> ShellCode:
     """A value for a comment: as it is, since a comment runs nothing, unless a line break in
     it would end the comment and turn the rest into a command."""

@@ -20,7 +20,15 @@ from scaletrain.slurm.history import current_job, read_job_events, record_job_ev
 
 # Plan fields that follow from the others: shown only when nothing else differs.
 _DERIVED = frozenset(
-    {"partition_reason", "sbatch_options", "time_seconds", "billing", "warnings", "cpu_masks"}
+    {
+        "partition_reason",
+        "sbatch_options",
+        "time_seconds",
+        "billing",
+        "warnings",
+        "cpu_masks",
+        "exclusive",
+    }
 )
 
 

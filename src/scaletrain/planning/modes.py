@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
-from typing import Literal
+from typing import Any, Literal
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.toml_text import parse_toml
@@ -25,6 +25,13 @@ class LaunchMode:
     """Variables the job exports when its processes run on CPUs."""
     restart_environment: Mapping[str, str] = field(default_factory=dict)
     """Variables the launch needs when its launcher restarts crashed processes."""
+    launcher_package: str | None = None
+    """The Python package of the launcher, which the job's Python must have."""
+    precision_option: str | None = None
+    """The launcher's option for mixed precision, if it has one (`--precision` sets it)."""
+    script_variables: tuple[str, ...] = ()
+    """What a script written for this mode's own launcher reads from the environment; the
+    preflight checks that each is set."""
 
     def environment(self, *, on_cpus: bool, max_restarts: int) -> dict[str, str]:
         """The variables this mode adds to a launch."""
@@ -42,11 +49,18 @@ class LaunchMode:
 def launch_modes() -> dict[str, LaunchMode]:
     """Every launch mode, in the order of modes.toml."""
     table = parse_toml((files("scaletrain.planning") / "modes.toml").read_text(encoding="utf-8"))
-    modes = {name: LaunchMode(name=name, **fields) for name, fields in table.items()}
+    modes = {name: LaunchMode(name=name, **_with_tuples(fields)) for name, fields in table.items()}
     for mode in modes.values():
         if mode.tasks_per_node not in ("one", "per-gpu"):
             raise ValueError(f"modes.toml: {mode.name}.tasks_per_node must be 'one' or 'per-gpu'")
     return modes
+
+
+def _with_tuples(fields: dict[str, Any]) -> dict[str, Any]:
+    """TOML lists as tuples: modes are frozen values."""
+    return {
+        key: tuple(value) if isinstance(value, list) else value for key, value in fields.items()
+    }
 
 
 def launch_mode(name: str) -> LaunchMode:

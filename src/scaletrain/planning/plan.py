@@ -13,7 +13,9 @@ import tomli_w
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.files import read_text
 from scaletrain.core.toml_text import TomlError, parse_toml
+from scaletrain.planning.extras import JobExtras
 from scaletrain.planning.memory import MemoryEstimate
+from scaletrain.planning.software import JobSoftware
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,12 +63,13 @@ class Plan:
     None on a CPU-only cluster."""
     environment: dict[str, str] = field(default_factory=dict)
     """Variables the job exports before starting training (network settings, OMP_NUM_THREADS)."""
+    expand: tuple[str, ...] = ()
+    """Names in `environment` whose values the job's shell expands; the others are quoted."""
     cpu_masks: tuple[str, ...] = ()
-    """CPU mask for local task/GPU 0, 1, ... where the node is whole and the site knows them."""
-    setup: tuple[str, ...] = ()
-    """Shell lines before training (module loads)."""
-    container_command: str | None = None
-    container_image: str | None = None
+    """CPU mask for local task/GPU 0, 1, ... where the job holds whole nodes and the site
+    knows them."""
+    software: JobSoftware = field(default_factory=JobSoftware)
+    extras: JobExtras = field(default_factory=JobExtras)
     script: str
     script_args: tuple[str, ...] = ()
     account: str | None = None

@@ -20,6 +20,7 @@ from scaletrain.planning.modes import launch_mode
 from scaletrain.planning.partitions import Shape, choose_partition, shape_for
 from scaletrain.planning.plan import BillingEstimate, Plan
 from scaletrain.planning.request import Request
+from scaletrain.planning.software import choose_software
 
 _SECONDS_PER_HOUR = 3600
 # How far the planner looks for a node count on which the model would fit with FSDP.
@@ -35,6 +36,8 @@ class _PerGpu:
 def plan_job(request: Request, profile: ClusterProfile) -> Plan:
     """Decide everything a job script needs, or fail saying what to ask for instead."""
     mode = launch_mode(request.mode)
+    request.extras.check_for(mode, estimating_memory=request.model is not None)
+    software = choose_software(request.software, profile)
     time_seconds = parse_slurm_time(request.time)
     shape = shape_for(request, profile)
     partition, partition_reason = choose_partition(profile, shape, time_seconds, request.partition)
@@ -49,6 +52,21 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
     allocation = _allocation(profile, shape, per_gpu)
     billing = _estimate(profile, partition, allocation, time_seconds)
     warnings.extend(_above_fair_share(profile, partition, shape, per_gpu, billing))
+    whole_nodes = (
+        profile.partitions[partition].whole_nodes or profile.partitions[partition].exclusive
+    )
+    full_node = shape.gpus_per_node == profile.node.gpus
+    # Masks name fixed cores: only a node held alone is sure to give them (LUMI: masks work
+    # with --exclusive only). A full node on a shared partition costs the same held alone.
+    masks = profile.node.cpu_masks if full_node else ()
+    environment = {
+        **profile.exported,
+        "OMP_NUM_THREADS": str(per_gpu.cores),
+        **request.environment,
+    }
+    expand = tuple(name for name in profile.expanded if name not in request.environment) + tuple(
+        name for name in request.expand if name in request.environment
+    )
     decided = Plan(
         cluster=profile.name,
         accelerator=profile.node.accelerator,
@@ -62,14 +80,13 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
         cpus_per_gpu=per_gpu.cores,
         memory_gb_per_node=allocation.memory_gb_per_node,
         time_seconds=time_seconds,
-        exclusive=profile.partitions[partition].exclusive,
+        exclusive=profile.partitions[partition].exclusive or bool(masks and not whole_nodes),
         gpu_request=profile.slurm.gpu_request,
-        environment={**profile.environment, "OMP_NUM_THREADS": str(per_gpu.cores)},
-        # Masks name fixed cores; only a whole node is sure to hold them.
-        cpu_masks=profile.node.cpu_masks if shape.gpus_per_node == profile.node.gpus else (),
-        setup=request.setup if request.setup is not None else profile.software.setup,
-        container_command=profile.software.container_command,
-        container_image=request.container_image,
+        environment=environment,
+        expand=expand,
+        cpu_masks=masks,
+        software=software,
+        extras=request.extras,
         script=request.script,
         script_args=request.script_args,
         account=request.account,

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.planning.extras import JobExtras
 from scaletrain.planning.memory import ModelSize
 from scaletrain.planning.modes import DEFAULT_MODE
+from scaletrain.planning.software import SoftwareChoice
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -31,11 +36,14 @@ class Request:
     accumulation_steps: int = 1
     account: str | None = None
     job_name: str | None = None
-    container_image: str | None = None
-    setup: tuple[str, ...] | None = None
-    """Shell lines that replace the profile's (e.g. your own `module load`)."""
     model: ModelSize | None = None
     """The model to train, for the estimate of memory per GPU under each strategy."""
+    software: SoftwareChoice = field(default_factory=SoftwareChoice)
+    extras: JobExtras = field(default_factory=JobExtras)
+    environment: dict[str, str] = field(default_factory=dict)
+    """Variables to export (over the profile's), written as given, quoted."""
+    expand: tuple[str, ...] = ()
+    """Names in `environment` whose values the job's shell expands ($USER, ${SLURM_JOB_ID})."""
 
     def __post_init__(self) -> None:
         counts = {
@@ -58,6 +66,12 @@ class Request:
                 "Give either --gpus or --nodes/--gpus-per-node, not both.",
                 f"--gpus {self.gpus} alone lets the planner fill whole nodes.",
             )
+        for name in self.environment:
+            if not _ENV_NAME.fullmatch(name):
+                raise ScaletrainError(
+                    f"{name!r} is not an environment variable name.",
+                    "write --env NAME=VALUE with a name of letters, digits and _.",
+                )
         if self.gpus is None and self.nodes is None and self.gpus_per_node is None:
             raise ScaletrainError(
                 "The request names no GPUs.",

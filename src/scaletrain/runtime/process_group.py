@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scaletrain.core.errors import LaunchEnvironmentError, ScaletrainError
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.runtime.binding import bind_to_gpu_cores
 from scaletrain.runtime.child_processes import end_children_with_this_process
 from scaletrain.runtime.device import (
     DeviceChoice,
@@ -156,6 +157,8 @@ def init(
     environ = os.environ if environ is None else environ
     layout = detect_layout(environ)
     end_children_with_this_process()
+    # Before torch starts its threads: they inherit the cores of the thread that makes them.
+    bind_to_gpu_cores(layout, environ)
     choice = _choose(layout, device, environ)
     torch_device = torch.device(str(choice))
     if torch_device.type == "cuda":

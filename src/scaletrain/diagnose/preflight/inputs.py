@@ -24,6 +24,7 @@ DATALOADER_WORKERS = variable_table()[variables.DATALOADER_WORKERS]
 MIN_FREE_GB = variable_table()[variables.MIN_FREE_GB]
 RENDEZVOUS_TIMEOUT = variable_table()[variables.RENDEZVOUS_TIMEOUT]
 EXPECT_NET_PLUGIN = variable_table()[variables.EXPECT_NET_PLUGIN]
+SCRIPT_VARIABLES = variable_table()[variables.SCRIPT_VARIABLES]
 INPUTS = (
     EXPECTED_CPU_MASKS,
     EXPECTED_GPUS_PER_NODE,
@@ -31,6 +32,7 @@ INPUTS = (
     MIN_FREE_GB,
     RENDEZVOUS_TIMEOUT,
     EXPECT_NET_PLUGIN,
+    SCRIPT_VARIABLES,
 )
 
 
@@ -46,6 +48,8 @@ class PreflightInputs:
     expect_net_plugin: bool = False
     nccl_socket_ifname: str = ""
     gloo_socket_ifname: str = ""
+    script_variables: tuple[str, ...] | None = None
+    """What the training script reads from its launcher; None: not checked."""
 
 
 def parse_cpu_masks(text: str) -> tuple[int, ...]:
@@ -93,6 +97,12 @@ def read_inputs(values: Mapping[str, str]) -> PreflightInputs:
         expect_net_plugin=values.get(EXPECT_NET_PLUGIN.name, "0") not in ("", "0", "no"),
         nccl_socket_ifname=values.get("NCCL_SOCKET_IFNAME", ""),
         gloo_socket_ifname=values.get("GLOO_SOCKET_IFNAME", ""),
+        script_variables=tuple(
+            name.strip()
+            for name in values.get(SCRIPT_VARIABLES.name, "").split(",")
+            if name.strip()
+        )
+        or None,
     )
 
 

@@ -35,6 +35,47 @@ def check_launcher(environ: Mapping[str, str]) -> tuple[CheckResult, ProcessLayo
     return ok("launcher", seen), layout
 
 
+# torch's env:// variables and the layout field each must agree with.
+_LAYOUT_FIELDS = {
+    "RANK": "rank",
+    "LOCAL_RANK": "local_rank",
+    "WORLD_SIZE": "world_size",
+    "LOCAL_WORLD_SIZE": "local_world_size",
+}
+
+
+def check_script_variables(
+    environ: Mapping[str, str], names: tuple[str, ...] | None, layout: ProcessLayout
+) -> CheckResult:
+    """The variables the training script will read in this launch mode: set, and (torch's)
+    saying the same as the launcher."""
+    name = "script-variables"
+    if not names:
+        return skip(name, "no variables named for the script")
+    missing = [variable for variable in names if environ.get(variable, "") == ""]
+    if missing:
+        return fail(
+            name,
+            f"the script will read {', '.join(missing)}, not set here "
+            f"(launcher: {layout.launcher})",
+            "start it as its own launcher would (torchrun sets RANK/LOCAL_RANK/WORLD_SIZE; "
+            "under srun export them per task: RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID "
+            "WORLD_SIZE=$SLURM_NTASKS), or use the launch mode the script was written for",
+        )
+    wrong = [
+        f"{variable}={environ[variable]} (launcher: {getattr(layout, field)})"
+        for variable, field in _LAYOUT_FIELDS.items()
+        if variable in names and environ[variable] != str(getattr(layout, field))
+    ]
+    if wrong:
+        return fail(
+            name,
+            f"the script will read {', '.join(wrong)}",
+            "do not set these by hand; let the launcher set them",
+        )
+    return ok(name, f"{', '.join(names)} set")
+
+
 def check_affinity(
     cpus: Collection[int], gpu_index: int | None, local_rank: int, masks: tuple[int, ...] | None
 ) -> CheckResult:

@@ -49,6 +49,7 @@ from scaletrain.diagnose.preflight.local_checks import (
     check_launcher,
     check_open_files,
     check_run_folder_writable,
+    check_script_variables,
     check_socket_interfaces,
     check_threads,
 )
@@ -160,7 +161,11 @@ def run_preflight(
     if layout is None:
         show_rank_alone(console.notes(), host, [launcher])
         return 1
-    early = [launcher, check_rendezvous(layout, environ, inputs.rendezvous_timeout_s)]
+    early = [
+        launcher,
+        check_script_variables(environ, inputs.script_variables, layout),
+        check_rendezvous(layout, environ, inputs.rendezvous_timeout_s),
+    ]
     who = f"rank {layout.rank} ({host})"
     if early[-1].failed:
         show_rank_alone(console.notes(), who, early)

@@ -6,11 +6,17 @@ MPI comes before Slurm because `mpirun` inside a job inherits the batch step's S
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Protocol
 
 from scaletrain.runtime.launchers.mpi import MpiLauncher
-from scaletrain.runtime.launchers.slurm import SlurmLauncher, check_not_batch_step
+from scaletrain.runtime.launchers.slurm import (
+    ProcessFacts,
+    SlurmLauncher,
+    check_not_batch_step,
+    is_interactive_shell,
+)
 from scaletrain.runtime.launchers.torchrun import TorchrunLauncher
 from scaletrain.runtime.layout import DEFAULT_MASTER_PORT, ProcessLayout
 
@@ -19,10 +25,10 @@ class Launcher(Protocol):
     name: str
 
     @staticmethod
-    def detect(environ: Mapping[str, str]) -> bool: ...
+    def detect(environ: Mapping[str, str], process: ProcessFacts) -> bool: ...
 
     @staticmethod
-    def read(environ: Mapping[str, str]) -> ProcessLayout: ...
+    def read(environ: Mapping[str, str], process: ProcessFacts) -> ProcessLayout: ...
 
 
 LAUNCHERS: tuple[type[Launcher], ...] = (TorchrunLauncher, MpiLauncher, SlurmLauncher)
@@ -40,10 +46,16 @@ SINGLE_PROCESS = ProcessLayout(
 )
 
 
-def detect_layout(environ: Mapping[str, str]) -> ProcessLayout:
-    """The layout of this process according to the first launcher whose variables are set."""
+def detect_layout(environ: Mapping[str, str], process: ProcessFacts | None = None) -> ProcessLayout:
+    """The layout of this process according to the first launcher whose variables are set.
+    `process`: its pid and whether it reads a terminal (default: this process's own)."""
+    process = process or ProcessFacts.of_this_process()
     for launcher in LAUNCHERS:
-        if launcher.detect(environ):
-            return launcher.read(environ)
+        if launcher.detect(environ, process):
+            return launcher.read(environ, process)
+    if is_interactive_shell(environ, process):
+        # `python train.py` typed into `srun --pty bash`: one process, whatever the step's
+        # task count says (the other tasks' shells ended at once, with no terminal).
+        return dataclasses.replace(SINGLE_PROCESS, launcher="interactive")
     check_not_batch_step(environ)
     return SINGLE_PROCESS

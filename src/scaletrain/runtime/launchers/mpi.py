@@ -1,7 +1,11 @@
-"""Processes started by an MPI launcher: Open MPI's mpirun, MPICH/Intel MPI's Hydra, PMIx.
+"""Processes started by an MPI launcher: Open MPI's mpirun, MPICH/Intel MPI's Hydra, or srun
+with an MPI plugin (`srun --mpi=pmi2` sets PMI_RANK, `--mpi=pmix` PMIX_RANK).
 
-MPI says who is who but not where rank 0 listens, so the address comes from MASTER_ADDR,
-from Slurm's node list when MPI runs inside a Slurm job, or is local on a single node.
+Under srun, Slurm knows each task's node and local rank (cyclic and uneven distributions
+included), so its variables are read. Under mpirun, MPI gives rank and local rank; rank 0
+runs where mpirun runs, which inside a Slurm job is the job's first node. (Open MPI starts its
+daemons with srun on the other nodes only, so their processes see a step node list without
+the first node: the job's list is the one every rank agrees on.)
 """
 
 from __future__ import annotations
@@ -42,17 +46,29 @@ def _names(environ: Mapping[str, str]) -> VariableNames:
     )
 
 
+def _started_by_srun(
+    environ: Mapping[str, str], process: slurm.ProcessFacts, rank: int, world_size: int
+) -> bool:
+    """srun's MPI plugin started this process: Slurm's own numbers describe it. (Processes
+    of mpirun inside a job inherit the batch step's or the daemon's SLURM_PROCID instead.)"""
+    return (
+        slurm.is_srun_task(environ, process)
+        and read_optional_int(environ, "SLURM_PROCID") == rank
+        and read_optional_int(environ, *slurm.WORLD_SIZE_VARIABLES) == world_size
+    )
+
+
 class MpiLauncher:
-    """Reads OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE (Hydra) or PMIX_RANK."""
+    """Reads OMPI_COMM_WORLD_*, PMI_RANK/PMI_SIZE (Hydra, srun --mpi=pmi2) or PMIX_RANK."""
 
     name = "mpi"
 
     @staticmethod
-    def detect(environ: Mapping[str, str]) -> bool:
+    def detect(environ: Mapping[str, str], process: slurm.ProcessFacts) -> bool:
         return any(name in environ for name in RANK_VARIABLES)
 
     @staticmethod
-    def read(environ: Mapping[str, str]) -> ProcessLayout:
+    def read(environ: Mapping[str, str], process: slurm.ProcessFacts) -> ProcessLayout:
         names = _names(environ)
         rank = read_optional_int(environ, *RANK_VARIABLES)
         world_size = read_optional_int(environ, *SIZE_VARIABLES)
@@ -63,18 +79,20 @@ class MpiLauncher:
                 "start the job with mpirun/srun so that the MPI size variable is set, "
                 "or export WORLD_SIZE and use torchrun's variables instead.",
             )
+        if _started_by_srun(environ, process, rank, world_size):
+            return slurm.read_step(environ, MpiLauncher.name)
         local_rank = read_optional_int(environ, *LOCAL_RANK_VARIABLES)
-        local_world_size = read_optional_int(environ, *LOCAL_SIZE_VARIABLES) or (
-            slurm.tasks_on_this_node(environ)
-        )
+        local_world_size = read_optional_int(environ, *LOCAL_SIZE_VARIABLES)
         if local_rank is None or local_world_size is None:
             raise LaunchEnvironmentError(
                 f"This MPI does not say which process runs where "
-                f"(none of {', '.join(LOCAL_RANK_VARIABLES)} is set).",
-                "use Open MPI's mpirun, MPICH's mpiexec (Hydra) or srun, which set the local rank.",
+                f"(none of {', '.join(LOCAL_RANK_VARIABLES)} is set with "
+                f"{' or '.join(LOCAL_SIZE_VARIABLES)}).",
+                "use Open MPI's mpirun, MPICH's mpiexec (Hydra) or srun --mpi=pmix, which set "
+                "the local rank.",
             )
-        num_nodes = -(-world_size // local_world_size)
-        master_addr = first_set(environ, "MASTER_ADDR") or slurm.master_addr(environ)
+        node_rank, num_nodes = _node_of(environ, rank, world_size, local_world_size)
+        master_addr = first_set(environ, "MASTER_ADDR") or slurm.master_addr(environ, of_job=True)
         if not master_addr and num_nodes == 1:
             master_addr = "127.0.0.1"
         layout = ProcessLayout(
@@ -83,10 +101,21 @@ class MpiLauncher:
             local_rank=local_rank,
             world_size=world_size,
             local_world_size=local_world_size,
-            # MPI launchers place ranks in blocks per node by default.
-            node_rank=rank // local_world_size,
+            node_rank=node_rank,
             num_nodes=num_nodes,
             master_addr=master_addr,
             master_port=slurm.master_port(environ),
         )
         return check_layout(layout, names)
+
+
+def _node_of(
+    environ: Mapping[str, str], rank: int, world_size: int, local_world_size: int
+) -> tuple[int, int]:
+    """(node rank, nodes) of an mpirun process: this host's place in the Slurm job's node list
+    when there is one (any distribution), else blocks of `local_world_size` ranks per node
+    (mpirun's default placement)."""
+    hosts, this_host = slurm.nodelist(environ, of_job=True), environ.get("SLURMD_NODENAME", "")
+    if this_host in hosts and world_size > local_world_size:
+        return hosts.index(this_host), len(hosts)
+    return rank // local_world_size, -(-world_size // local_world_size)

@@ -16,11 +16,22 @@ from scaletrain.runtime.layout import (
     VariableNames,
     check_layout,
     check_world_size,
+    first_set,
     read_int,
     read_optional_int,
 )
 
 NAMES = VariableNames(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK")
+
+
+def _mirrors_srun(environ: Mapping[str, str], process: slurm.ProcessFacts) -> bool:
+    """RANK and WORLD_SIZE only repeat an srun task's own numbers (generated per-GPU jobs
+    export them for scripts that read env://): the task is Slurm's, with its own cores."""
+    return (
+        slurm.is_srun_task(environ, process)
+        and environ.get("RANK") == environ.get("SLURM_PROCID")
+        and environ.get("WORLD_SIZE") == first_set(environ, *slurm.WORLD_SIZE_VARIABLES)
+    )
 
 
 class TorchrunLauncher:
@@ -29,11 +40,13 @@ class TorchrunLauncher:
     name = "torchrun"
 
     @staticmethod
-    def detect(environ: Mapping[str, str]) -> bool:
-        return "TORCHELASTIC_RUN_ID" in environ or ("RANK" in environ and "WORLD_SIZE" in environ)
+    def detect(environ: Mapping[str, str], process: slurm.ProcessFacts) -> bool:
+        if "TORCHELASTIC_RUN_ID" in environ:
+            return True
+        return "RANK" in environ and "WORLD_SIZE" in environ and not _mirrors_srun(environ, process)
 
     @staticmethod
-    def read(environ: Mapping[str, str]) -> ProcessLayout:
+    def read(environ: Mapping[str, str], process: slurm.ProcessFacts) -> ProcessLayout:
         for required in ("RANK", "WORLD_SIZE"):
             if required not in environ:
                 raise LaunchEnvironmentError(

@@ -1,0 +1,69 @@
+"""`scaletrain check --cluster C`: on a login node, set up the job's software as its job would
+(module lines and venv, or the container) and check that its Python imports scaletrain, torch,
+the launcher and your script's imports. Fails in seconds, naming the fix."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from scaletrain.cli.request_options import submitting_venv
+from scaletrain.clusters.catalog import load_profile
+from scaletrain.core import console
+from scaletrain.launch.environment_check import required_modules
+from scaletrain.launch.job_script import render_environment_check
+from scaletrain.planning.planner import plan_job
+from scaletrain.planning.request import Request
+from scaletrain.planning.software import NO_VENV, SoftwareChoice
+
+# Module loads and a container's first start can take a while on a busy login node.
+_CHECK_TIMEOUT_S = 600
+
+
+def check_job_environment(
+    cluster: str,
+    *,
+    script: str | None,
+    mode: str,
+    choice: SoftwareChoice,
+    environ: dict[str, str],
+) -> int:
+    """Run the check; its exit code (0: the job's Python has everything)."""
+    request = Request(
+        cluster=cluster,
+        script=script or "train.py",
+        time="1:00:00",
+        gpus_per_node=1,
+        nodes=1,
+        mode=mode,
+        software=choice,
+    )
+    plan = plan_job(request, load_profile(cluster, environ))
+    workdir = Path.cwd()
+    modules = required_modules(plan, workdir, runs_scaletrain=True)
+    software = plan.software
+    where = software.container_image or "; ".join(software.setup) or "this shell's PATH"
+    packages = software.squashfs or software.venv or "no venv"
+    console.info(f"the job's Python on {cluster}: {where}, {packages}; needs {', '.join(modules)}")
+    result = subprocess.run(
+        ["bash", "-c", render_environment_check(plan, workdir)],
+        env=environ,
+        timeout=_CHECK_TIMEOUT_S,
+        check=False,
+    )
+    if result.returncode == 0:
+        console.success(f"the job's Python imports {', '.join(modules)}")
+    return result.returncode
+
+
+def software_choice(
+    stack: str | None, container: str | None, venv: str | None, environ: dict[str, str]
+) -> SoftwareChoice:
+    """The same software choice `submit` would make from these options."""
+    chosen = venv if venv in (None, NO_VENV) else str(Path(venv).expanduser().absolute())
+    return SoftwareChoice(
+        stack=stack,
+        container_image=container,
+        venv=chosen,
+        submitting_venv=submitting_venv(environ),
+    )

@@ -1,0 +1,137 @@
+"""The test cluster's software, as the sites provide it: Lmod with a `pytorch` module.
+
+`module load pytorch` puts a separate Python first on PATH that has torch (and accelerate,
+DeepSpeed, Lightning) but not scaletrain, as CSC's and LUMI's modules do: a job that loads
+the module and nothing else cannot import scaletrain or your packages. Users add them with a
+venv made over the module (`python3 -m venv --system-site-packages`), docs/site-puhti-mahti.md.
+
+Built in about a second, without copying packages: the module's Python is this interpreter's
+binary in a prefix of its own, with the standard library linked in and the test venv's
+packages on its path, but not scaletrain (installed there in editable mode, which a path
+line does not activate). (A venv would not do: a venv made from a venv's python with
+--system-site-packages sees the base interpreter's packages, not the venv's.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import REPO
+
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
+MODULE_NAME = "pytorch"
+# Bump when the module's layout changes: sessions then build a new one beside the old.
+_LAYOUT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleStack:
+    modulefiles: Path
+    """MODULEPATH: holds pytorch.lua."""
+    python_env: Path
+    """The prefix whose bin/python3 the module puts first on PATH."""
+
+    def login_environ(self, base: dict[str, str]) -> dict[str, str]:
+        """`base` as a login shell on a site sees it: Lmod's `module` function (exported, as
+        sbatch passes it on to jobs) and MODULEPATH with the test cluster's modules."""
+        script = f"source {LMOD_INIT} && export -f module && env -0"
+        result = subprocess.run(
+            ["bash", "-c", script],
+            env={**base, "MODULEPATH": str(self.modulefiles)},
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        pairs = (item.split(b"=", 1) for item in result.stdout.split(b"\0") if b"=" in item)
+        return {name.decode(): value.decode() for name, value in pairs}
+
+
+def build_module_stack() -> ModuleStack:
+    """The `pytorch` module and its Python environment, for this test venv: built once per
+    machine in a folder of the temporary directory, reused by later sessions (DeepSpeed's
+    compiled CPU ops, kept in the module's TORCH_EXTENSIONS_DIR, stay valid with it)."""
+    if not LMOD_INIT.is_file():
+        raise RuntimeError(
+            f"Lmod is not installed ({LMOD_INIT} is missing). "
+            "Run `bash scripts/install-slurm.sh` as root (scripts/test.sh does)."
+        )
+    digest = hashlib.sha256(f"{sys.prefix}{_LAYOUT_VERSION}".encode()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"scaletrain-pytorch-module-{digest}"
+    if not (folder / "modulefiles" / f"{MODULE_NAME}.lua").is_file():
+        building = Path(tempfile.mkdtemp(prefix=f"{folder.name}-", dir=folder.parent))
+        _write_module(building, final=folder)
+        try:
+            building.rename(folder)
+        except OSError:  # another session finished first: use that one
+            shutil.rmtree(building, ignore_errors=True)
+        else:
+            _compile_deepspeed_op(folder)
+    return ModuleStack(modulefiles=folder / "modulefiles", python_env=folder / "pytorch-env")
+
+
+def _compile_deepspeed_op(folder: Path) -> None:
+    """DeepSpeed on CPUs compiles its shared-memory communication op on first use (about a
+    minute): done here once, outside any job's time limit, where the module's jobs find it."""
+    code = "from deepspeed.ops.op_builder.cpu.comm import ShareMemCommBuilder as B; B().load()"
+    environ = {**os.environ, "TORCH_EXTENSIONS_DIR": str(folder / "torch-extensions")}
+    python = folder / "pytorch-env" / "bin" / "python3"
+    subprocess.run(
+        [str(python), "-c", code], env=environ, capture_output=True, timeout=900, check=False
+    )
+
+
+def _write_module(folder: Path, *, final: Path) -> None:
+    """The environment and the modulefile in `folder`, naming paths as they will be in `final`."""
+    env = folder / "pytorch-env"
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    library = env / "lib" / version
+    packages = library / "site-packages"
+    packages.mkdir(parents=True)
+    (env / "bin").mkdir()
+    # A copy, not a link: Python finds its prefix next to the executable's real path.
+    shutil.copy2(Path(sys.base_prefix) / "bin" / version, env / "bin" / version)
+    for name in ("python3", "python"):
+        (env / "bin" / name).symlink_to(version)
+    # C headers: DeepSpeed compiles its CPU ops against them when a job first uses them.
+    (env / "include").symlink_to(Path(sys.base_prefix) / "include")
+    for entry in stdlib.iterdir():
+        if entry.name != "site-packages":
+            (library / entry.name).symlink_to(entry)
+    # The test venv's packages by their own path (a path line in a .pth file; the .pth files
+    # in that folder, scaletrain's editable install among them, are not read from there). Their
+    # own path keeps compiled-extension caches valid: DeepSpeed's JIT ops hash their paths.
+    (packages / "test-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    modulefiles = folder / "modulefiles"
+    modulefiles.mkdir()
+    (modulefiles / f"{MODULE_NAME}.lua").write_text(
+        "-- PyTorch for the test cluster: a Python with torch first on PATH, as the sites'\n"
+        "-- modules provide it (no scaletrain: users add it in a venv over this module).\n"
+        'whatis("PyTorch, accelerate, DeepSpeed, Lightning (test cluster)")\n'
+        f'prepend_path("PATH", "{final / "pytorch-env" / "bin"}")\n'
+        f'setenv("TORCH_EXTENSIONS_DIR", "{final / "torch-extensions"}")\n'
+    )
+
+
+def make_user_venv(stack: ModuleStack, folder: Path) -> Path:
+    """A venv over the module, made as docs/site-puhti-mahti.md says, with scaletrain
+    installed from this checkout; its bin/scaletrain submits jobs."""
+    venv = folder / "venv"
+    login = stack.login_environ({"PATH": os.environ["PATH"], "HOME": os.environ["HOME"]})
+    # pip of the module's Python (--without-pip saves ~15 s of ensurepip on a loaded machine);
+    # no build isolation: the module has the build tools, and nothing is downloaded.
+    script = (
+        f"module load {MODULE_NAME} && python3 -m venv --system-site-packages --without-pip "
+        f"{venv} && source {venv}/bin/activate && python3 -m pip install --quiet --no-deps "
+        f"--no-build-isolation -e {REPO}"
+    )
+    subprocess.run(["bash", "-c", script], env=login, check=True, timeout=300)
+    return venv
