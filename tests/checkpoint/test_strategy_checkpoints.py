@@ -97,6 +97,13 @@ def test_export_command_writes_one_file_beside_the_run(runs: Path) -> None:
     weights = torch.load(path, weights_only=True)
     for key, tensor in export(runs, "uninterrupted").items():
         torch.testing.assert_close(weights[key], tensor, rtol=RTOL, atol=ATOL)
+    as_json = scaletrain(
+        "export", "--runs-dir", str(runs), "zero1-3-to-zero3-2", "--json", cwd=REPO
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    record = json.loads(as_json.stdout)
+    assert (record["path"], record["tensors"], record["values"]) == (str(path), 21, 4368)
+    assert record["bytes"] == path.stat().st_size
 
 
 def test_export_as_safetensors_in_bf16(runs: Path) -> None:

@@ -60,6 +60,9 @@ def test_monitor_a_live_run_then_summarize_and_analyze_its_profile(
     assert after.returncode == 0, after.stderr
     assert "live" not in after.stdout and "s sampled (means; memory: peaks)" in after.stdout
     assert (folder.report / "monitor.png").stat().st_size > 0
+    summary = json.loads(scaletrain("monitor", "mnist", "--json", cwd=tmp_path).stdout)
+    assert summary["live"] is False and len(summary["nodes"]) == 1
+    assert sorted(rank["rank"] for rank in summary["ranks"]) == [0, 1]
     assert list((folder.metrics / "tensorboard").rglob("events.out.tfevents.*"))
 
     analysis = scaletrain("analyze", "mnist", cwd=tmp_path)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from scaletrain.checkpoint.layout import CheckpointStore
-from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION
+from scaletrain.cli.common import JSON_OPTION, RUN_ARGUMENT, RUNS_DIR_OPTION
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import find_run
@@ -30,6 +30,7 @@ def export(
     dtype: str | None = typer.Option(
         None, "--dtype", help=f"Cast floating-point weights: {', '.join(_DTYPES)}."
     ),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Write a run's model weights from a checkpoint as one file for inference.
 
@@ -60,8 +61,20 @@ def export(
         ) from None
     target = output or folder.root / "export" / f"model-{source.name}.pt"
     exported = export_model(source, target, dtype=dtype)
+    if as_json:
+        console.show_json(
+            {
+                "checkpoint": str(source),
+                "path": str(exported.path),
+                "tensors": exported.tensors,
+                "values": exported.parameters,
+                "bytes": exported.size_bytes,
+                "dtype": dtype,
+            }
+        )
+        return
     console.success(
         f"exported {source} → {exported.path}: {exported.tensors} tensors, "
         f"{exported.parameters:,} values, {exported.size_bytes / 1e6:,.1f} MB"
     )
-    print(exported.path)
+    console.show_text(f"{exported.path}\n")

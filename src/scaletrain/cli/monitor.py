@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -11,7 +12,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION
+from scaletrain.cli.common import JSON_OPTION, RUN_ARGUMENT, RUNS_DIR_OPTION
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.plotting import plots_available
@@ -35,6 +36,7 @@ def monitor(
         False, "--once", help="Print the current state once instead of following the run."
     ),
     refresh: float = typer.Option(2.0, "--refresh", help="Seconds between screen updates."),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Show GPU, CPU and memory use of every node and rank of a run, live or afterwards.
 
@@ -46,6 +48,15 @@ def monitor(
     """
     folder = find_run(runs_dir, name)
     samples = _samples(folder)
+    if as_json:  # what the view shows, once: the recent window while live, else the whole run
+        running = _is_live(folder, samples)
+        shown = {h: window(s, _LIVE_WINDOW_S) for h, s in samples.items()} if running else samples
+        usage = summarize(shown)
+        findings = [finding.message for finding in find_problems(usage)]
+        console.show_json(
+            {"run": folder.name, "live": running, **asdict(usage), "findings": findings}
+        )
+        return
     if _is_live(folder, samples):
         if once:
             console.show(_live_view(folder, samples))
