@@ -97,7 +97,8 @@ def evaluate(model: nn.Module, loader: torch.utils.data.DataLoader, device: torc
     model.eval()
     correct = seen = 0
     for images, labels in loader:
-        correct += int((model(images.to(device)).argmax(dim=1) == labels.to(device)).sum())
+        predictions = model(images.to(device, non_blocking=True)).argmax(dim=1)
+        correct += int((predictions == labels.to(device, non_blocking=True)).sum())
         seen += len(labels)
     model.train()
     return st.total(correct) / st.total(seen)
@@ -156,8 +157,8 @@ def main() -> None:
     )
     for epoch in ckpt.epochs(args.epochs):
         for images, labels in ckpt.batches(train_loader):
-            labels = labels.to(env.device)
-            main, aux = model(images.to(env.device))
+            labels = labels.to(env.device, non_blocking=True)
+            main, aux = model(images.to(env.device, non_blocking=True))
             main_loss = nn.functional.cross_entropy(main, labels)
             loss = main_loss + AUX_WEIGHT * nn.functional.cross_entropy(aux, labels)
             optimizer.zero_grad(set_to_none=True)

@@ -77,7 +77,7 @@ def validation_loss(
     model.eval()
     total = count = 0.0
     for inputs, targets in loader:
-        loss = model(inputs.to(device), targets.to(device))
+        loss = model(inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True))
         total += float(loss) * len(inputs)
         count += len(inputs)
     model.train()
@@ -156,7 +156,7 @@ def main() -> None:
                 group["lr"] = learning_rate(ckpt.step - 1, total_steps, args)
             step_loss = torch.zeros((), device=env.device)
             for micro_inputs, micro_targets in training.micro_batches(
-                inputs.to(env.device), targets.to(env.device)
+                inputs.to(env.device, non_blocking=True), targets.to(env.device, non_blocking=True)
             ):
                 loss = training.model(micro_inputs, micro_targets)
                 training.backward(loss)  # gradients synchronised on the last micro-batch only
