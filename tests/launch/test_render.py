@@ -370,9 +370,10 @@ def test_requeue_and_graceful_stop_lines() -> None:
 def test_hang_watchdog_lines() -> None:
     script = render(plan_for(cluster="lumi", gpus=16, container_image="/x/pytorch.sif"))
     joined = re.sub(r" \\\n\s*", " ", script)
-    # Beside the training step, in the container (where scaletrain is), told the limit.
+    # Beside the training step, in the container (where scaletrain is) with the stack's run
+    # command (LUMI's LAIF images: singularity run), told the limit.
     assert (
-        'singularity exec "$CONTAINER" python3 -u -m scaletrain.launch.watchdog '
+        'singularity run "$CONTAINER" python3 -u -m scaletrain.launch.watchdog '
         '--run-dir "$run_dir" --hang-limit 300 --step-pid "$training" &\nwatchdog=$!'
     ) in joined
     assert "export SCALETRAIN_HANG_LIMIT=300" in script  # the ranks pace their heartbeats
