@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import torch
-from tiny_lm import GLOBAL_BATCH, TinyLM, sequences
+from tiny_lm import GLOBAL_BATCH, TinyLM, rank_share, sequences
 from torch.profiler import ProfilerActivity, profile
 
 import scaletrain as st
@@ -25,8 +25,7 @@ def collectives_in_one_step(strategy: str, accumulation_steps: int, env: st.Dist
     model = TinyLM()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     training = st.wrap(model, optimizer, strategy=strategy, accumulation_steps=accumulation_steps)
-    rows = GLOBAL_BATCH // env.world_size
-    batch = sequences(GLOBAL_BATCH, seed=1)[env.rank * rows : (env.rank + 1) * rows]
+    batch = rank_share(sequences(GLOBAL_BATCH, seed=1), env.rank, env.world_size)
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         for (micro,) in training.micro_batches(batch):
             training.backward(training.model(micro[:, :-1], micro[:, 1:]))

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import torch
-from tiny_lm import GLOBAL_BATCH, TinyLM, sequences
+from tiny_lm import GLOBAL_BATCH, TinyLM, rank_share, sequences
 
 import scaletrain as st
 
@@ -20,8 +20,7 @@ def share_of_bf16_values(strategy: str, reduce_precision: str, env: st.DistEnv) 
     model = TinyLM()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     training = st.wrap(model, optimizer, strategy=strategy, reduce_precision=reduce_precision)
-    rows = GLOBAL_BATCH // env.world_size
-    batch = sequences(GLOBAL_BATCH, seed=1)[env.rank * rows : (env.rank + 1) * rows]
+    batch = rank_share(sequences(GLOBAL_BATCH, seed=1), env.rank, env.world_size)
     training.backward(training.model(batch[:, :-1], batch[:, 1:]))
     exact = total = 0
     for parameter in training.model.parameters():

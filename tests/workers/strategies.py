@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import torch
-from tiny_lm import GLOBAL_BATCH, TinyLM, sequences
+from tiny_lm import GLOBAL_BATCH, TinyLM, rank_share, sequences
 
 import scaletrain as st
 
@@ -23,12 +23,10 @@ def train(options: dict, steps: int, seed_per_rank: bool, env: st.DistEnv) -> li
     model = TinyLM()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     training = st.wrap(model, optimizer, **options)
-    rows = GLOBAL_BATCH // env.world_size
     losses = []
     for step in range(steps):
-        batch = sequences(GLOBAL_BATCH, seed=100 + step)[
-            env.rank * rows : (env.rank + 1) * rows
-        ].to(env.device)
+        global_batch = sequences(GLOBAL_BATCH, seed=100 + step)
+        batch = rank_share(global_batch, env.rank, env.world_size).to(env.device)
         total = 0.0
         for (micro,) in training.micro_batches(batch):
             loss = training.model(micro[:, :-1], micro[:, 1:])

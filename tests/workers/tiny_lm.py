@@ -44,3 +44,9 @@ def sequences(count: int, *, seed: int) -> torch.Tensor:
     for _ in range(LENGTH):
         tokens.append((3 * tokens[-1] + 1) % VOCAB)
     return torch.stack(tokens, dim=1)
+
+
+def rank_share(batch: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
+    """This rank's rows of a global batch: rank r of W takes rows r·B/W … (r+1)·B/W."""
+    rows = len(batch) // world_size
+    return batch[rank * rows : (rank + 1) * rows]
