@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from scaletrain.checkpoint.layout import CheckpointStore, step_of
-from scaletrain.checkpoint.manifest import Manifest, read_checked
+from scaletrain.checkpoint.manifest import Manifest, verify_files
 from scaletrain.checkpoint.safe_load import check_metadata
 from tests.checkpoint.conftest import RESUMABLE, assert_same_weights, pids, wait_for, weights
 from tests.conftest import PROCESS_TIMEOUT_S, clean_environ
@@ -77,7 +77,7 @@ def newest_intact(store: CheckpointStore) -> Path | None:
     """The newest complete checkpoint, after checking that every complete one is intact."""
     complete = store.complete()
     for folder in complete:
-        assert read_checked(folder, Manifest.read(folder).files)[0] == [], folder
+        assert verify_files(folder, Manifest.read(folder).files) == [], folder
         check_metadata(folder)
     if (store.root / "LATEST").exists():
         assert store.latest() in complete  # LATEST never names a missing or partial folder

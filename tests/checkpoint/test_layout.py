@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from scaletrain.checkpoint.layout import CheckpointStore, files_of_rank
-from scaletrain.checkpoint.manifest import Manifest, Position, digest, read_checked
+from scaletrain.checkpoint.manifest import (
+    Manifest,
+    Position,
+    digest,
+    size_problems,
+    verify_files,
+)
 
 
 def write_checkpoint(store: CheckpointStore, step: int, *, publish: bool = True) -> Path:
@@ -76,14 +82,15 @@ def test_truncated_and_garbled_files_are_found(tmp_path: Path) -> None:
     expected = Manifest.read(folder).files
     data = folder / "__0_0.distcp"
     original = data.read_bytes()
-    # The intact file comes back as read, for loading without a second read.
-    assert read_checked(folder, expected) == ([], {"__0_0.distcp": original})
+    assert verify_files(folder, expected) == []
     data.write_bytes(original[:100])
-    assert read_checked(folder, expected) == (["__0_0.distcp has 100 bytes instead of 768"], {})
+    assert verify_files(folder, expected) == ["__0_0.distcp has 100 bytes instead of 768"]
+    assert size_problems(folder, expected) == ["__0_0.distcp has 100 bytes instead of 768"]
     data.write_bytes(original[:5] + b"X" + original[6:])  # same size, one byte changed
-    assert read_checked(folder, expected)[0] == ["__0_0.distcp does not match its checksum"]
+    assert verify_files(folder, expected) == ["__0_0.distcp does not match its checksum"]
+    assert size_problems(folder, expected) == []  # the size alone does not show it
     data.unlink()
-    assert read_checked(folder, expected)[0] == ["__0_0.distcp is missing"]
+    assert verify_files(folder, expected) == ["__0_0.distcp is missing"]
 
 
 def test_damaged_checkpoints_are_set_aside_not_deleted(tmp_path: Path) -> None:

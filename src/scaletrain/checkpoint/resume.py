@@ -1,10 +1,13 @@
 """Find the newest intact checkpoint of a run and load it into the training objects.
 
-Every rank reads its share of the files once (those it wrote, when the number of ranks
-is unchanged), checks them (size and CRC-32 against checkpoint.json) and keeps them in
-memory for the load; rank 0 checks DCP's metadata against an allowlist; the ranks then
-agree. A damaged checkpoint is reported by name, renamed to step-N.damaged (nothing is
-deleted) and the next older one is tried. An intact checkpoint that does not fit the model
+Before anything is read, every rank checks the sizes of its share of the files (those it
+wrote, when the number of ranks is unchanged) and rank 0 checks DCP's metadata against an
+allowlist; the ranks agree. The load then reads every file once, straight into the training
+objects' tensors, and takes the CRC-32 of the share on those bytes (reader.py); the ranks
+agree again, and only an intact checkpoint's state is put into the objects.
+
+A damaged checkpoint is reported by name, renamed to step-N.damaged (nothing is deleted)
+and the next older one is tried. An intact checkpoint that does not fit the model
 (the script changed) is an error: older checkpoints would not fit either, and silently
 starting over would lose training.
 """
@@ -23,15 +26,15 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
 from scaletrain.checkpoint.layout import files_of_rank
-from scaletrain.checkpoint.manifest import DamagedCheckpointError, Manifest, read_checked
-from scaletrain.checkpoint.safe_load import (
-    METADATA_NAME,
-    SafeFileSystemReader,
-    SafeLoadPlanner,
-    check_metadata,
+from scaletrain.checkpoint.manifest import (
+    DamagedCheckpointError,
+    FileDigest,
+    Manifest,
+    size_problems,
 )
+from scaletrain.checkpoint.reader import VerifyingReader
+from scaletrain.checkpoint.safe_load import METADATA_NAME, SafeLoadPlanner, check_metadata
 from scaletrain.checkpoint.state import TrainingObjects
-from scaletrain.checkpoint.storage import PreloadedFileSystem
 from scaletrain.checkpoint.writer import RANK_STATE_KEY, SaveTarget
 from scaletrain.core.errors import ScaletrainError
 
@@ -63,39 +66,37 @@ def _from_all_ranks(value: list[str], target: SaveTarget) -> list[str]:
     return [item for part in gathered for item in part]
 
 
-def _check(folder: Path, target: SaveTarget) -> tuple[list[str], dict[str, bytes]]:
-    """What is wrong with this rank's share of a checkpoint (empty: nothing), and the
-    contents of its intact files."""
+def _check(folder: Path, target: SaveTarget) -> tuple[list[str], dict[str, FileDigest]]:
+    """What is wrong with this rank's share of a checkpoint that shows without reading it
+    (empty: nothing), and the share's digests, which the load checks on the bytes it reads."""
     try:
         manifest = Manifest.read(folder)
     except DamagedCheckpointError as error:
         return ([error.problem] if target.rank == 0 else []), {}
     mine = files_of_rank(set(manifest.files), target.rank, target.world_size)
     expected = {name: manifest.files[name] for name in mine}
-    problems, contents = read_checked(folder, expected, threads=target.cores)
+    problems = size_problems(folder, expected)
     if METADATA_NAME in mine and not problems:
         try:
             check_metadata(folder)
         except (OSError, EOFError, pickle.UnpicklingError) as error:
             problems.append(f"{METADATA_NAME} cannot be read safely ({error})")
-    return problems, contents
+    return problems, expected
 
 
-def _load(
+def _read(
     folder: Path,
     objects: TrainingObjects,
     target: SaveTarget,
-    contents: dict[str, bytes],
+    expected: dict[str, FileDigest],
     saved_world_size: int,
-) -> dict[str, Any] | None:
-    """Load the checkpoint into `objects`; return this rank's saved generators (None when
-    the checkpoint was saved by fewer ranks)."""
+) -> tuple[list[str], dict[str, Any]]:
+    """Read the checkpoint into the structure of `objects`' state, checking the files of this
+    rank's share on the way; return the problems found (empty: intact) and the state."""
     state = objects.state_dict()  # the structure to fill, with this run's shapes
-    mine = str(target.rank)
     if target.rank < saved_world_size:
-        state[RANK_STATE_KEY] = {mine: ""}
-    reader = SafeFileSystemReader(folder)
-    reader.fs = PreloadedFileSystem(contents)  # this rank's checked files: no second read
+        state[RANK_STATE_KEY] = {str(target.rank): ""}
+    reader = VerifyingReader(folder, expected)
     try:
         dcp_load(
             state,
@@ -103,16 +104,40 @@ def _load(
             planner=SafeLoadPlanner(),
             process_group=target.group,
         )
-        rank_state = state.pop(RANK_STATE_KEY, {}).get(mine)
-        objects.load_state_dict(state)
     except (Exception, CheckpointException) as error:  # DCP's is a BaseException
-        raise ScaletrainError(
-            f"The checkpoint {folder} is intact but does not fit this training script: "
-            f"{str(error)[:_ERROR_CHARS]}",
-            "resume with the model, optimizer, scheduler and scaler that saved it, or start "
-            "a new run (another --name); move the checkpoints folder away to start over.",
-        ) from error
+        raise _does_not_fit(folder, error) from error
+    return reader.problems, state
+
+
+def _apply(folder: Path, objects: TrainingObjects, state: dict[str, Any], rank: int) -> Any:
+    """Put an intact checkpoint's state into `objects`; return this rank's saved generators
+    (None when the checkpoint was saved by fewer ranks)."""
+    rank_state = state.pop(RANK_STATE_KEY, {}).get(str(rank))
+    try:
+        objects.load_state_dict(state)
+    except Exception as error:
+        raise _does_not_fit(folder, error) from error
     return json.loads(rank_state) if rank_state else None
+
+
+def _does_not_fit(folder: Path, error: BaseException) -> ScaletrainError:
+    return ScaletrainError(
+        f"The checkpoint {folder} is intact but does not fit this training script: "
+        f"{str(error)[:_ERROR_CHARS]}",
+        "resume with the model, optimizer, scheduler and scaler that saved it, or start "
+        "a new run (another --name); move the checkpoints folder away to start over.",
+    )
+
+
+def _set_aside(folder: Path, problems: list[str], target: SaveTarget) -> None:
+    if target.rank == 0:
+        moved = target.store.set_aside(folder)
+        print(
+            f"scaletrain: checkpoint {folder} is damaged: {'; '.join(problems)}. "
+            f"Renamed it to {moved.name}; trying the previous one.",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
@@ -122,20 +147,17 @@ def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
     names, any_damaged = _from_rank_zero(found, target)
     for name in names:
         folder = store.root / name
-        mine, contents = _check(folder, target)
+        mine, expected = _check(folder, target)
         problems = _from_all_ranks(mine, target)
+        if not problems:
+            manifest = Manifest.read(folder)
+            mine, state = _read(folder, objects, target, expected, manifest.world_size)
+            problems = _from_all_ranks(mine, target)
         if problems:
-            if target.rank == 0:
-                moved = store.set_aside(folder)
-                print(
-                    f"scaletrain: checkpoint {folder} is damaged: {'; '.join(problems)}. "
-                    f"Renamed it to {moved.name}; trying the previous one.",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            # Tensors read from a damaged checkpoint are overwritten by the next one loaded.
+            _set_aside(folder, problems, target)
             continue
-        manifest = Manifest.read(folder)
-        rank_state = _load(folder, objects, target, contents, manifest.world_size)
+        rank_state = _apply(folder, objects, state, target.rank)
         return Resumed(folder=folder, manifest=manifest, rank_state=rank_state)
     if names or any_damaged:
         # Also when an earlier attempt set them all aside: an elastic restart or a requeue

@@ -5,8 +5,7 @@ Writing: every file's size and CRC-32 are computed from the bytes on their way t
 skipped, since the file's CRC covers those bytes; the number of writer threads (one file
 each) follows this rank's share of the state; each file is fsynced once, by DCP.
 
-Reading: the files a rank verifies are read once, checked, and then handed to DCP from
-memory (see resume.py); all other files are read from disk as DCP does.
+Reading: reader.py.
 
 The files stay DCP's own format: plain `torch.distributed.checkpoint.load` reads them.
 """
@@ -16,7 +15,6 @@ from __future__ import annotations
 import io
 import os
 import threading
-import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,7 +24,7 @@ from typing import Any, cast
 import torch
 from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemWriter
 
-from scaletrain.checkpoint.manifest import FileDigest
+from scaletrain.checkpoint.manifest import FileDigest, crc32
 
 # A thread (and file) per this many bytes of a rank's share, up to the rank's cores: below
 # it a thread costs more than it overlaps. Measured in benchmarks/checkpoint_cost.py.
@@ -87,7 +85,7 @@ class _ChecksummingStream(io.RawIOBase):
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         written = self._file.write(view)
-        self.crc = zlib.crc32(view, self.crc)  # releases the GIL for large pieces
+        self.crc = crc32(view, self.crc)  # releases the GIL for large pieces
         self.size += len(view)
         return written
 
@@ -121,23 +119,6 @@ class ChecksummingFileSystem(FileSystem):
         name = Path(path).name.removesuffix(_TEMPORARY_SUFFIX)
         with self._lock:
             self.digests[name] = FileDigest(size=stream.size, crc32=stream.crc)
-
-
-class PreloadedFileSystem(FileSystem):
-    """DCP's local file system, serving files already read into memory from there."""
-
-    def __init__(self, contents: Mapping[str, bytes]) -> None:
-        super().__init__()
-        self._contents = contents
-
-    @contextmanager
-    def create_stream(self, path: str | os.PathLike[str], mode: str) -> Iterator[io.IOBase]:
-        content = self._contents.get(Path(path).name) if "r" in mode else None
-        if content is None:
-            with super().create_stream(path, mode) as stream:
-                yield stream
-            return
-        yield io.BytesIO(content)  # shares the bytes: no copy
 
 
 class ScaletrainWriter(FileSystemWriter):

@@ -1,0 +1,226 @@
+"""DCP's file reader, made to read each file once, straight into the tensors being loaded.
+
+DCP's own reader runs `torch.load` on every stored tensor (a copy into a new tensor) and then
+copies that into the target; checking the files' CRC-32 before would read them a second time.
+This reader walks each file of its read plan from start to end: a stored tensor's bytes go
+with one `readinto` into the target tensor when it is a whole, contiguous CPU tensor of the
+same type (otherwise into one buffer, then narrowed and copied as DCP does, which resharding
+needs), everything between them into a small buffer, and the CRC-32 of the files this rank
+verifies is taken on the same bytes, in file order. Those files are read whole even where the
+plan needs none of their bytes, so that every file is checked by some rank.
+
+A damaged file is not an exception here: its problem is recorded (`problems`) and the load
+goes on, so that every rank finishes DCP's collectives; the caller agrees with the other
+ranks and loads nothing from the checkpoint when any rank found a problem (resume.py). The
+few non-tensor values of a verified file reach the planner only after its checksum matched.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import IO, Any, cast
+
+import torch
+from torch.distributed._shard._utils import narrow_tensor_by_index
+from torch.distributed.checkpoint.filesystem import _StorageInfo
+from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
+from torch.distributed.checkpoint.utils import _create_file_view
+from torch.futures import Future
+
+from scaletrain.checkpoint.manifest import FileDigest, checksum_problem, crc32, digest
+from scaletrain.checkpoint.safe_load import SafeFileSystemReader
+
+# Bytes between stored tensors (torch.save's headers) are read in pieces of at most this size.
+_GAP_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _StoredTensor:
+    """Where a stored tensor's bytes are inside its item, and how to view them."""
+
+    data_offset: int
+    """Bytes from the item's start to its storage record."""
+    nbytes: int
+    meta: torch.Tensor
+    """dtype, shape, strides and storage offset, on the meta device."""
+
+
+def _stored_tensor(file: IO[bytes], info: _StorageInfo) -> _StoredTensor:
+    """Parse one DCP item (a torch.save of one tensor) without reading its data."""
+    # DCP's view of the item reads from the file's position: made here, used at once.
+    item = cast(IO[bytes], _create_file_view(cast(io.IOBase, file), info.offset, info.length))
+    meta = torch.load(item, map_location="meta", weights_only=True)
+    item.seek(0)
+    reader = torch._C.PyTorchFileReader(item)
+    records = [name for name in reader.get_all_records() if name.startswith("data/")]
+    if not isinstance(meta, torch.Tensor) or len(records) != 1:
+        raise ValueError(f"a stored tensor with {len(records)} storage records")
+    return _StoredTensor(
+        # torch.load(mmap=True) uses it too; torch's stubs do not list it.
+        data_offset=reader.get_record_offset(records[0]),  # type: ignore[attr-defined]
+        nbytes=meta.untyped_storage().nbytes(),
+        meta=meta,
+    )
+
+
+def _writable_bytes(tensor: torch.Tensor) -> memoryview:
+    """The memory of a contiguous CPU tensor, for readinto (any dtype, bf16 included)."""
+    size = tensor.numel() * tensor.element_size()
+    return memoryview((ctypes.c_char * size).from_address(tensor.data_ptr())).cast("B")
+
+
+class _SequentialFile:
+    """A file read from start to end, with the CRC-32 of everything read so far."""
+
+    def __init__(self, file: io.FileIO, *, checksum: bool) -> None:
+        self.file = file
+        self.position = 0
+        self.crc = 0
+        self._checksum = checksum
+        self._scratch = bytearray(_GAP_CHUNK_BYTES)
+
+    def read_into(self, target: memoryview) -> None:
+        self.file.seek(self.position)
+        done = 0
+        while done < len(target):
+            count = self.file.readinto(target[done:])
+            if not count:
+                raise EOFError(f"the file ends {len(target) - done:,} bytes early")
+            done += count
+        if self._checksum:
+            self.crc = crc32(target, self.crc)
+        self.position += len(target)
+
+    def skip_to(self, offset: int) -> None:
+        """Read up to `offset` into scratch memory (only for the checksum: no seek past)."""
+        if not self._checksum:
+            self.position = offset
+            return
+        while self.position < offset:
+            size = min(offset - self.position, len(self._scratch))
+            self.read_into(memoryview(self._scratch)[:size])
+
+    def read_bytes(self, size: int) -> bytes:
+        content = bytearray(size)
+        self.read_into(memoryview(content))
+        return bytes(content)
+
+
+class VerifyingReader(SafeFileSystemReader):
+    """DCP's file reader (with the metadata allowlist) that reads each file once, into the
+    target tensors, and checks the CRC-32 of the files in `verify` on those bytes."""
+
+    def __init__(self, path: Path, verify: dict[str, FileDigest]) -> None:
+        super().__init__(path)
+        self._verify = verify
+        self.problems: list[str] = []
+        """One line per damaged or unreadable file this rank found; empty: all intact."""
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        per_file: dict[str, list[ReadItem]] = {name: [] for name in self._verify}
+        for request in plan.items:
+            info: _StorageInfo = self.storage_data[request.storage_index]
+            per_file.setdefault(info.relative_path, []).append(request)
+        for name, requests in sorted(per_file.items()):
+            self._read_file(name, requests, planner)
+        done: Future[None] = Future()
+        done.set_result(None)
+        return done
+
+    def _read_file(self, name: str, requests: list[ReadItem], planner: LoadPlanner) -> None:
+        want = self._verify.get(name)
+        deferred: list[Callable[[], None]] = []  # non-tensor values: after the checksum
+        path = Path(self.path) / name
+        try:
+            items = self._by_offset(requests)
+            with path.open("rb", buffering=0) as file:  # unbuffered: torch.load needs that
+                stream = _SequentialFile(file, checksum=want is not None)
+                for info, wanted in items:
+                    stream.skip_to(info.offset)
+                    if wanted[0].type == LoadItemType.BYTE_IO:
+                        deferred += self._read_bytes(stream, info, wanted, planner)
+                    else:
+                        self._read_tensor(stream, info, wanted, planner)
+                    stream.skip_to(info.offset + info.length)
+                if want is not None:
+                    stream.skip_to(want.size)
+                    if file.read(1) or stream.crc != want.crc32:
+                        self.problems.append(checksum_problem(name))
+                        return
+        except Exception as error:
+            # Garbled bytes make torch.load and torch's zip reader raise almost anything; a
+            # file that turns out intact when read again did not cause the error.
+            if want is not None and path.is_file() and digest(path) == want:
+                raise
+            self.problems.append(
+                checksum_problem(name) if want is not None else f"{name} cannot be read ({error})"
+            )
+            return
+        for commit in deferred:
+            commit()
+
+    def _by_offset(self, requests: list[ReadItem]) -> list[tuple[_StorageInfo, list[ReadItem]]]:
+        """The stored items the requests need, in file order, each with its requests."""
+        items: dict[Any, list[ReadItem]] = {}
+        for request in requests:
+            items.setdefault(request.storage_index, []).append(request)
+        stored = [(self.storage_data[index], wanted) for index, wanted in items.items()]
+        for info, _ in stored:
+            if info.transform_descriptors:
+                raise ValueError(f"stream transforms {info.transform_descriptors} (not written)")
+        return sorted(stored, key=lambda pair: pair[0].offset)
+
+    def _read_bytes(
+        self,
+        stream: _SequentialFile,
+        info: _StorageInfo,
+        wanted: list[ReadItem],
+        planner: LoadPlanner,
+    ) -> list[Callable[[], None]]:
+        """Read a non-tensor value; return its commits, to run after the file's check."""
+        value = stream.read_bytes(info.length)
+        return [partial(planner.load_bytes, request, io.BytesIO(value)) for request in wanted]
+
+    def _read_tensor(
+        self,
+        stream: _SequentialFile,
+        info: _StorageInfo,
+        wanted: list[ReadItem],
+        planner: LoadPlanner,
+    ) -> None:
+        """Read a stored tensor into the tensors its requests resolve to."""
+        stored = _stored_tensor(stream.file, info)
+        stream.skip_to(info.offset + stored.data_offset)
+        meta = stored.meta
+        whole = len(wanted) == 1 and list(wanted[0].lengths) == list(meta.shape)
+        target = planner.resolve_tensor(wanted[0]).detach() if whole else None
+        if (
+            target is not None
+            and target.device.type == "cpu"
+            and target.dtype == meta.dtype
+            and target.shape == meta.shape
+            and target.is_contiguous()
+            and meta.is_contiguous()
+            and meta.storage_offset() == 0
+            and stored.nbytes == target.numel() * target.element_size()
+        ):
+            stream.read_into(_writable_bytes(target))  # the one copy: straight into the target
+            planner.commit_tensor(wanted[0], target)
+            return
+        buffer = torch.empty(stored.nbytes, dtype=torch.uint8)
+        stream.read_into(_writable_bytes(buffer))
+        saved = buffer.view(meta.dtype).as_strided(meta.shape, meta.stride(), meta.storage_offset())
+        for request in wanted:
+            piece = narrow_tensor_by_index(saved, request.storage_offsets, request.lengths)
+            into = planner.resolve_tensor(request).detach()
+            if into.size() != piece.size():
+                raise AssertionError(
+                    f"{request.storage_index}: stored {piece.size()}, expected {into.size()}"
+                )
+            into.copy_(piece)
+            planner.commit_tensor(request, into)
