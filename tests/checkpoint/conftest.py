@@ -14,6 +14,10 @@ from typing import Any
 import pytest
 import torch
 
+from scaletrain.checkpoint.layout import CheckpointStore
+from scaletrain.checkpoint.manifest import Position
+from scaletrain.checkpoint.state import capture_rank_state
+from scaletrain.checkpoint.writer import SaveJob, SaveTarget, write_checkpoint
 from tests.conftest import WORKERS, end_session, kill_session, scaletrain, start_scaletrain
 
 RESUMABLE = WORKERS / "resumable.py"
@@ -138,3 +142,25 @@ def reference(
         return cache[worker_args]
 
     return uninterrupted
+
+
+def save_alone(root: Path, state: dict[str, torch.Tensor], cores: int) -> Path:
+    """One process, no process group: what every rank does for its share."""
+    target = SaveTarget(
+        store=CheckpointStore(root),
+        rank=0,
+        world_size=1,
+        group=None,
+        keep=2,
+        device=torch.device("cpu"),
+        cores=cores,
+    )
+    job = SaveJob(
+        position=Position(step=5),
+        reason="test",
+        state={"model": state},
+        rank_state=capture_rank_state(torch.device("cpu"), None),
+    )
+    published = write_checkpoint(job, target)
+    assert published is not None
+    return published

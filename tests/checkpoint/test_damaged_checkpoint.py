@@ -40,11 +40,18 @@ def garble(checkpoint: Path) -> None:
     shard.write_bytes(bytes(data))
 
 
+def garble_metadata(checkpoint: Path) -> None:
+    metadata = checkpoint / ".metadata"
+    data = bytearray(metadata.read_bytes())
+    data[-10] ^= 0x01  # DCP reads it before the shards: it is checked first
+    metadata.write_bytes(bytes(data))
+
+
 def garble_manifest(checkpoint: Path) -> None:
     (checkpoint / "checkpoint.json").write_text('{"position": ')
 
 
-@pytest.mark.parametrize("damage", [truncate, garble, garble_manifest])
+@pytest.mark.parametrize("damage", [truncate, garble, garble_metadata, garble_manifest])
 def test_damaged_newest_checkpoint_falls_back_to_the_previous_one(
     tmp_path: Path,
     two_epochs: Path,

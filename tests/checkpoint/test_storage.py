@@ -8,39 +8,16 @@ from pathlib import Path
 import torch
 import torch.distributed.checkpoint as dcp
 
-from scaletrain.checkpoint.layout import CheckpointStore
-from scaletrain.checkpoint.manifest import Manifest, Position, digest
-from scaletrain.checkpoint.state import capture_rank_state
+from scaletrain.checkpoint.manifest import Manifest, digest
 from scaletrain.checkpoint.storage import (
     BYTES_PER_WRITER_THREAD,
     state_bytes,
     writer_options,
 )
-from scaletrain.checkpoint.writer import RANK_STATE_KEY, SaveJob, SaveTarget, write_checkpoint
+from scaletrain.checkpoint.writer import RANK_STATE_KEY
+from tests.checkpoint.conftest import save_alone
 
 MB = 1024 * 1024
-
-
-def save_alone(root: Path, state: dict[str, torch.Tensor], cores: int) -> Path:
-    """One process, no process group: what every rank does for its share."""
-    target = SaveTarget(
-        store=CheckpointStore(root),
-        rank=0,
-        world_size=1,
-        group=None,
-        keep=2,
-        device=torch.device("cpu"),
-        cores=cores,
-    )
-    job = SaveJob(
-        position=Position(step=5),
-        reason="test",
-        state={"model": state},
-        rank_state=capture_rank_state(torch.device("cpu"), None),
-    )
-    published = write_checkpoint(job, target)
-    assert published is not None
-    return published
 
 
 def test_checksums_taken_while_writing_match_the_files_and_dcp_reads_them(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """Find the newest intact checkpoint of a run and load it into the training objects.
 
-Before anything is read, every rank checks the sizes of its share of the files (those it
-wrote, when the number of ranks is unchanged) and rank 0 checks DCP's metadata against an
-allowlist; the ranks agree. The load then reads every file once, straight into the training
+Before anything is loaded, every rank checks the sizes of its share of the files (those it
+wrote, when the number of ranks is unchanged) and rank 0 checks DCP's metadata (CRC-32, then
+an allowlist); the ranks agree. The load then reads every file once, straight into the training
 objects' tensors, and takes the CRC-32 of the share on those bytes (reader.py); the ranks
 agree again, and only an intact checkpoint's state is put into the objects.
 
@@ -31,6 +31,7 @@ from scaletrain.checkpoint.manifest import (
     FileDigest,
     Manifest,
     size_problems,
+    verify_files,
 )
 from scaletrain.checkpoint.reader import VerifyingReader
 from scaletrain.checkpoint.safe_load import METADATA_NAME, SafeLoadPlanner, check_metadata
@@ -67,21 +68,24 @@ def _from_all_ranks(value: list[str], target: SaveTarget) -> list[str]:
 
 
 def _check(folder: Path, target: SaveTarget) -> tuple[list[str], dict[str, FileDigest]]:
-    """What is wrong with this rank's share of a checkpoint that shows without reading it
-    (empty: nothing), and the share's digests, which the load checks on the bytes it reads."""
+    """What is wrong with this rank's share of a checkpoint that shows before loading (empty:
+    nothing), and the digests of its shards, which the load checks on the bytes it reads."""
     try:
         manifest = Manifest.read(folder)
     except DamagedCheckpointError as error:
         return ([error.problem] if target.rank == 0 else []), {}
     mine = files_of_rank(set(manifest.files), target.rank, target.world_size)
     expected = {name: manifest.files[name] for name in mine}
-    problems = size_problems(folder, expected)
-    if METADATA_NAME in mine and not problems:
+    # DCP reads the metadata itself, to plan the load: it is checked whole (small) before.
+    metadata = {name: want for name, want in expected.items() if name == METADATA_NAME}
+    problems = size_problems(folder, expected) or verify_files(folder, metadata)
+    if metadata and not problems:
         try:
             check_metadata(folder)
         except (OSError, EOFError, pickle.UnpicklingError) as error:
             problems.append(f"{METADATA_NAME} cannot be read safely ({error})")
-    return problems, expected
+    shards = {name: want for name, want in expected.items() if name not in metadata}
+    return problems, shards
 
 
 def _read(
