@@ -11,8 +11,9 @@ plan needs none of their bytes, so that every file is checked by some rank.
 
 A damaged file is not an exception here: its problem is recorded (`problems`) and the load
 goes on, so that every rank finishes DCP's collectives; the caller agrees with the other
-ranks and loads nothing from the checkpoint when any rank found a problem (resume.py). The
-few non-tensor values of a verified file reach the planner only after its checksum matched.
+ranks and, when any rank found a problem, puts nothing of the checkpoint in place and loads
+the previous one, whose tensors overwrite what was read (resume.py). The few non-tensor
+values of a verified file reach the planner only after its checksum matched.
 """
 
 from __future__ import annotations
