@@ -49,8 +49,10 @@ def start_torchrun_early() -> None:
         return
     read_end, write_end = os.pipe()
     parent = os.getpid()
+    # -u: unbuffered, as PYTHONUNBUFFERED=1 makes the launcher started later (local_run.py),
+    # so that rank 0's echoed output reaches a pipe line by line.
     process = subprocess.Popen(
-        [sys.executable, "-m", TORCHRUN_ENTRY, COMMAND_FROM_FD, str(read_end)],
+        [sys.executable, "-u", "-m", TORCHRUN_ENTRY, COMMAND_FROM_FD, str(read_end)],
         pass_fds=(read_end,),
         preexec_fn=lambda: die_with_parent(parent, sent=signal.SIGTERM),
     )
