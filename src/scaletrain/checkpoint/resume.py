@@ -5,8 +5,8 @@ is unchanged), checks them (size and CRC-32 against checkpoint.json) and keeps t
 memory for the load; rank 0 checks DCP's metadata against an allowlist; the ranks then
 agree. A damaged checkpoint is reported by name, renamed to step-N.damaged (nothing is
 deleted) and the next older one is tried. An intact checkpoint that does not fit the model
-(the script changed) is an error: older checkpoints would not fit either, and silently
-starting over would lose training.
+(the script changed, or it moved between DeepSpeed and the torch-native strategies) is an
+error: older checkpoints would not fit either, and silently starting over would lose training.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
+from scaletrain.checkpoint.deepspeed_state import SECTION
 from scaletrain.checkpoint.layout import files_of_rank
 from scaletrain.checkpoint.manifest import DamagedCheckpointError, Manifest, read_checked
 from scaletrain.checkpoint.safe_load import (
@@ -37,6 +38,8 @@ from scaletrain.core.errors import ScaletrainError
 
 # Enough of a load error to name the mismatching keys without flooding the log.
 _ERROR_CHARS = 1500
+_TORCH_NATIVE = "DDP, FSDP, HSDP or one process"
+_DEEPSPEED = "DeepSpeed ZeRO (strategy zero1, zero2 or zero3)"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,6 +109,9 @@ def _load(
         rank_state = state.pop(RANK_STATE_KEY, {}).get(mine)
         objects.load_state_dict(state)
     except (Exception, CheckpointException) as error:  # DCP's is a BaseException
+        mismatch = _strategy_mismatch(folder, into_deepspeed=SECTION in state)
+        if mismatch is not None:
+            raise mismatch from error
         raise ScaletrainError(
             f"The checkpoint {folder} is intact but does not fit this training script: "
             f"{str(error)[:_ERROR_CHARS]}",
@@ -113,6 +119,35 @@ def _load(
             "a new run (another --name); move the checkpoints folder away to start over.",
         ) from error
     return json.loads(rank_state) if rank_state else None
+
+
+def _strategy_mismatch(folder: Path, *, into_deepspeed: bool) -> ScaletrainError | None:
+    """The error for a checkpoint of DeepSpeed loaded without it, or the other way round.
+
+    DeepSpeed's state is each parameter flattened, with an optimizer step of its own
+    (deepspeed_state.py); DDP/FSDP/HSDP's is DCP's state dict of whole-shaped tensors. DCP
+    cannot reshape one into the other. Asked only after a load failed: no cost otherwise.
+    """
+    metadata = SafeFileSystemReader(folder).read_metadata()  # already checked: intact
+    saved_by_deepspeed = any(
+        key.split(".", 1)[0] == SECTION for key in metadata.state_dict_metadata
+    )
+    if saved_by_deepspeed == into_deepspeed:
+        return None
+    saved_by, now = (
+        (_DEEPSPEED, _TORCH_NATIVE) if saved_by_deepspeed else (_TORCH_NATIVE, _DEEPSPEED)
+    )
+    same_kind = "'zero1', 'zero2' or 'zero3'" if saved_by_deepspeed else "'ddp', 'fsdp' or 'hsdp'"
+    run = folder.parent.parent
+    return ScaletrainError(
+        f"The checkpoint {folder} was saved by {saved_by}, and this run trains with {now}: "
+        "DeepSpeed keeps weights and optimizer state in flat partitions of its own, and the "
+        "two layouts do not load into each other.",
+        f"resume this run with strategy={same_kind} (any of them, at any number of "
+        f"processes). To switch, `scaletrain export --runs-dir {run.parent} {run.name}` "
+        "writes its weights as one file: load that into your model before st.wrap and start "
+        "a new run (another --name); the optimizer starts afresh.",
+    )
 
 
 def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
