@@ -103,3 +103,30 @@ def test_readme_job_trains_on_both_nodes(
     assert summary["test_accuracy"] >= accuracy, output
     history = [json.loads(line) for line in folder.metrics.joinpath("train.jsonl").open()]
     assert len(history) > 1 and history[-1]["loss"] < history[0]["loss"]
+
+
+def readme_submit_commands() -> list[tuple[str, list[str]]]:
+    """Every `scaletrain submit` command of the examples' READMEs, continuation lines joined."""
+    commands = []
+    for readme in sorted((REPO / "examples").glob("*/README.md")):
+        text = readme.read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            if line.strip().startswith("scaletrain submit "):
+                commands.append((readme.parent.name, shlex.split(line.strip())))
+    return commands
+
+
+@pytest.mark.parametrize(
+    ("example", "command"),
+    readme_submit_commands(),
+    ids=[" ".join(command[2:4]) + f" {example}" for example, command in readme_submit_commands()],
+)
+def test_every_submit_command_of_an_examples_readme_is_accepted(
+    example: str, command: list[str], tmp_path: Path
+) -> None:
+    """A user pastes these from a checkout's top folder: each must plan and render (--dry-run:
+    nothing is submitted), its script options after the script, not taken by submit."""
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    result = scaletrain("submit", "--dry-run", *command[2:], cwd=tmp_path)
+    assert result.returncode == 0, (example, result.stderr)
+    assert "#SBATCH --time=" in result.stdout
