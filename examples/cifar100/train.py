@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -69,6 +70,18 @@ class EfficientNetWithAux(nn.Module):
         return (main, self.aux_classifier(aux_features)) if self.training else main
 
 
+class StandInCIFAR100(datasets.CIFAR100):
+    """torchvision's CIFAR100 reading the stand-in, checked against the stand-in's own MD5
+    sums instead of CIFAR's. A class of the module, not one made at run time: DataLoader
+    workers receive the data set pickled, which names its class."""
+
+    def __init__(self, root: str, sums: dict[str, str], **options: Any) -> None:
+        self.train_list = [["train", sums["train"]]]
+        self.test_list = [["test", sums["test"]]]
+        self.meta = {**datasets.CIFAR100.meta, "md5": sums["meta"]}
+        super().__init__(root, **options)
+
+
 def cifar100(root: Path, *, train: bool) -> datasets.CIFAR100:
     """torchvision's CIFAR100 from <root>/cifar-100-python/ (download it on a login node)."""
     augment = [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()]
@@ -76,19 +89,10 @@ def cifar100(root: Path, *, train: bool) -> datasets.CIFAR100:
         [*(augment if train else []), transforms.ToTensor(), transforms.Normalize(MEAN, STD)]
     )
     sums_file = root / "cifar-100-python" / "stand-in-md5.json"
-    dataset_class = datasets.CIFAR100
-    if sums_file.is_file():  # the stand-in: checked against its own MD5 sums, not CIFAR's
+    if sums_file.is_file():
         sums = json.loads(sums_file.read_text())
-        dataset_class = type(
-            "StandInCIFAR100",
-            (datasets.CIFAR100,),
-            {
-                "train_list": [["train", sums["train"]]],
-                "test_list": [["test", sums["test"]]],
-                "meta": {**datasets.CIFAR100.meta, "md5": sums["meta"]},
-            },
-        )
-    return dataset_class(str(root), train=train, download=False, transform=transform)
+        return StandInCIFAR100(str(root), sums, train=train, download=False, transform=transform)
+    return datasets.CIFAR100(str(root), train=train, download=False, transform=transform)
 
 
 @torch.no_grad()

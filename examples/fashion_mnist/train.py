@@ -84,6 +84,16 @@ def fashion_mnist(root: Path, *, train: bool) -> datasets.FashionMNIST:
     return datasets.FashionMNIST(str(root), train=train, download=False, transform=transform)
 
 
+def batchnorm_report(model: nn.Module) -> str:
+    """Whose statistics the BatchNorm layers use, for the log: SyncBatchNorm layers average
+    them over all ranks (on GPUs); plain ones, where st.wrap could not convert them (the CPU),
+    use each rank's slice of the batch."""
+    layers = [m for m in model.modules() if isinstance(m, (nn.BatchNorm2d, nn.SyncBatchNorm))]
+    if all(isinstance(layer, nn.SyncBatchNorm) for layer in layers):
+        return f"{len(layers)} SyncBatchNorm layers (statistics over all ranks)"
+    return f"{len(layers)} BatchNorm layers with statistics per rank (SyncBatchNorm needs a GPU)"
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, loader: torch.utils.data.DataLoader, device: torch.device) -> float:
     """Accuracy over the whole test set: each rank counts its shard, then counts are summed."""
@@ -141,7 +151,8 @@ def main() -> None:
     )
     st.print0(
         f"WRN-{args.depth}-{args.width}: {sum(p.numel() for p in model.parameters()):,} "
-        f"parameters; {len(train_set)} training images, {len(train_loader)} steps per epoch"
+        f"parameters, {batchnorm_report(model)}; {len(train_set)} training images, "
+        f"{len(train_loader)} steps per epoch"
     )
     ckpt = st.Checkpointer(
         model=model, optimizer=optimizer, scheduler=scheduler, enabled=not args.no_checkpoints

@@ -44,10 +44,10 @@ def blank(state: dict[str, torch.Tensor]) -> dict[str, Any]:
 
 def read(folder: Path, into: dict[str, Any]) -> list[str]:
     """Load `folder` into `into` through the reader, checking every shard; its problems."""
-    shards = {
-        name: want for name, want in Manifest.read(folder).files.items() if name != METADATA_NAME
-    }
-    reader = VerifyingReader(folder, shards)
+    files = Manifest.read(folder).files
+    reader = VerifyingReader(
+        folder, files, verify=[name for name in files if name != METADATA_NAME]
+    )
     load(into, storage_reader=reader, planner=SafeLoadPlanner(), no_dist=True)
     return reader.problems
 
@@ -101,11 +101,22 @@ def test_a_file_no_entry_is_read_from_is_still_checked(tmp_path: Path) -> None:
     spare.write_bytes(b"x" * 1000)
     intact = digest(spare)
     flip(spare, 500)
-    reader = VerifyingReader(
-        folder, {SHARD: Manifest.read(folder).files[SHARD], "spare.bin": intact}
-    )
+    files = {**Manifest.read(folder).files, "spare.bin": intact}
+    reader = VerifyingReader(folder, files, verify=[SHARD, "spare.bin"])
     load(blank(state), storage_reader=reader, planner=SafeLoadPlanner(), no_dist=True)
     assert reader.problems == ["spare.bin does not match its checksum"]
+
+
+def test_a_garbled_header_in_another_ranks_share_is_damage_not_an_error(tmp_path: Path) -> None:
+    # After a change of world size a rank reads from files that another rank checks; when
+    # their bytes cannot even be parsed, the manifest says whether that is damage.
+    state = saved_state()
+    folder = save_alone(tmp_path, state, cores=1)
+    weight_at, _ = where(folder, "model.weight")
+    flip(folder / SHARD, weight_at)  # the zip signature of its torch.save
+    reader = VerifyingReader(folder, Manifest.read(folder).files, verify=[])
+    load(blank(state), storage_reader=reader, planner=SafeLoadPlanner(), no_dist=True)
+    assert reader.problems == [f"{SHARD} does not match its checksum"]
 
 
 def test_other_layouts_and_types_go_through_a_buffer(tmp_path: Path) -> None:
@@ -123,7 +134,7 @@ def test_a_stored_transposed_tensor_loads_with_its_strides(tmp_path: Path) -> No
     weight = torch.arange(12.0).reshape(3, 4).t()  # saved with its strides by torch.save
     save({"weight": weight}, checkpoint_id=folder, no_dist=True)
     into = {"weight": torch.zeros(4, 3)}
-    reader = VerifyingReader(folder, {})
+    reader = VerifyingReader(folder, {}, verify=[])
     load(into, storage_reader=reader, planner=SafeLoadPlanner(), no_dist=True)
     assert reader.problems == [] and torch.equal(into["weight"], weight)
 
@@ -137,7 +148,7 @@ def test_saved_objects_other_than_plain_data_are_still_refused(tmp_path: Path) -
     with pytest.raises(CheckpointException, match=r"Weights only load failed"):
         load(
             into,
-            storage_reader=VerifyingReader(folder, {}),
+            storage_reader=VerifyingReader(folder, {}, verify=[]),
             planner=SafeLoadPlanner(),
             no_dist=True,
         )

@@ -1,14 +1,18 @@
-"""Checkpoints of every sharded strategy resume at another world size, and export to one file.
+"""Checkpoints of every strategy resume at another world size, and export to one file.
 
 A run saves after its first epoch with W processes and continues its second epoch with W'
-processes and another sharding (FSDP as HSDP; ZeRO-1 as ZeRO-3, which covers both of
-DeepSpeed's partition layouts): its losses must be those of one process that never stopped,
-and the export must give that process's final weights, whatever sharding saved them.
+processes and another strategy (FSDP and HSDP into each other, DDP into FSDP and back;
+ZeRO-1 as ZeRO-3 and ZeRO-2 as ZeRO-1, which covers both of DeepSpeed's partition layouts):
+its losses must be those of one process that never stopped, and the export must give that
+process's final weights, whatever sharding saved them. Between DeepSpeed and the torch-native
+strategies a resume is refused with the way round it.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +29,32 @@ STEPS_PER_EPOCH = 4
 # Float32 sums in another order (other shards) differ in the last bits only.
 RTOL, ATOL = 1e-5, 1e-5
 
+# (processes, st.wrap options) before and after; the global batch of 12 splits over 1-4.
 ROUND_TRIPS: dict[str, tuple[tuple[int, dict[str, Any]], tuple[int, dict[str, Any]]]] = {
     "fsdp-2-to-hsdp-4": ((2, {"strategy": "fsdp"}), (4, {"strategy": "hsdp", "shard_size": 2})),
+    "hsdp-4-to-fsdp-2": ((4, {"strategy": "hsdp", "shard_size": 2}), (2, {"strategy": "fsdp"})),
+    # Outgrowing DDP mid-run, and back to whole weights on every rank.
+    "ddp-2-to-fsdp-3": ((2, {"strategy": "ddp"}), (3, {"strategy": "fsdp"})),
+    "fsdp-3-to-ddp-2": ((3, {"strategy": "fsdp"}), (2, {"strategy": "ddp"})),
     "zero1-3-to-zero3-2": ((3, {"strategy": "zero1"}), (2, {"strategy": "zero3"})),
+    "zero2-2-to-zero1-3": ((2, {"strategy": "zero2"}), (3, {"strategy": "zero1"})),
 }
 
 
-def train(run: Path, nproc: int, options: dict[str, Any], epochs: int) -> str:
-    result = torchrun(
+def start(
+    run: Path, nproc: int, options: dict[str, Any], epochs: int
+) -> subprocess.CompletedProcess[str]:
+    return torchrun(
         WORKER,
         f"--run-dir={run}",
         f"--epochs={epochs}",
         f"--options={json.dumps(options)}",
         nproc=nproc,
     )
+
+
+def train(run: Path, nproc: int, options: dict[str, Any], epochs: int) -> str:
+    result = start(run, nproc, options, epochs)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stderr
 
@@ -77,6 +93,45 @@ def test_resume_at_another_world_size_continues_the_curve_and_exports(
     for key, tensor in expected.items():
         assert exported[key].shape == tensor.shape, key  # DeepSpeed's flat slices reshaped
         torch.testing.assert_close(exported[key], tensor, rtol=RTOL, atol=ATOL)
+
+
+# A checkpoint resumed by the other family of strategies: the run that saved it (the
+# uninterrupted single process; the ZeRO round trip above, whose newest is ZeRO-1's),
+# processes and options now, and what the error says.
+REFUSED_MOVES: dict[str, tuple[str, int, dict[str, Any], str, str]] = {
+    "one-1-to-zero2-2": (
+        "uninterrupted",
+        2,
+        {"strategy": "zero2"},
+        "saved by DDP, FSDP, HSDP or one process, and this run trains with DeepSpeed ZeRO",
+        "resume this run with strategy='ddp', 'fsdp' or 'hsdp'",
+    ),
+    "zero1-3-to-fsdp-2": (
+        "zero2-2-to-zero1-3",
+        2,
+        {"strategy": "fsdp"},
+        "saved by DeepSpeed ZeRO (strategy zero1, zero2 or zero3), and this run trains with DDP",
+        "resume this run with strategy='zero1', 'zero2' or 'zero3'",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", REFUSED_MOVES)
+def test_deepspeed_and_torch_native_checkpoints_are_refused_with_the_fix(
+    runs: Path, name: str
+) -> None:
+    source, nproc, options, problem, fix = REFUSED_MOVES[name]
+    shutil.copytree(runs / source / "checkpoints", runs / name / "checkpoints")
+    result = start(runs / name, nproc, options, epochs=3)
+    assert result.returncode != 0
+    assert problem in result.stderr
+    assert f"HINT: {fix}" in result.stderr
+    assert f"`scaletrain export --runs-dir {runs} {name}`" in result.stderr
+    # Refused, not set aside as damaged: the run resumes with the right strategy.
+    checkpoints = runs / name / "checkpoints"
+    assert (checkpoints / "LATEST").read_text().strip() == "step-0000008"
+    assert (checkpoints / "step-0000008" / "checkpoint.json").is_file()
+    assert not list(checkpoints.glob("*.damaged"))
 
 
 def test_export_names_the_checkpoints_there_are(runs: Path) -> None:

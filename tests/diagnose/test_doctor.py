@@ -87,7 +87,7 @@ def test_nccl_init_log_with_a_plugin_is_not_a_fallback() -> None:
 def test_the_doctor_starts_without_torch() -> None:
     probe = (
         "import sys\n"
-        "from scaletrain.cli.app import main\n"
+        "from scaletrain.cli.start import main\n"
         f"sys.argv = ['scaletrain', 'doctor', {str(FIXTURES / 'healthy.log')!r}]\n"
         "try:\n    main()\n    code = 0\nexcept SystemExit as ended:\n    code = ended.code\n"
         "print('exit', code, 'torch' in sys.modules, 'matplotlib' in sys.modules)\n"

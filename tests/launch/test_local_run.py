@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, WORKERS, scaletrain
+from scaletrain.launch.early_start import COMMAND_FROM_FD
+from tests.conftest import REPO, WORKERS, clean_environ, scaletrain
 
 pytestmark = pytest.mark.multiprocess
 
@@ -75,3 +79,53 @@ def test_bad_process_count_is_rejected(tmp_path: Path) -> None:
         "run", "--nproc", "zero", str(REPO / "examples/mnist/train.py"), cwd=tmp_path
     )
     assert result.returncode == 2 and "--nproc 'zero' is not a number" in result.stderr
+
+
+def test_the_launcher_started_early_runs_the_script_with_the_runs_environment(
+    tmp_path: Path,
+) -> None:
+    """torchrun's Python starts before the options are read and gets its command on a pipe
+    (launch/early_start.py): the workers' parent is that process, and they see the run's
+    variables and output streams, which were decided after it started."""
+    environ = clean_environ(PROBE_OUT=str(tmp_path))
+    result = scaletrain(
+        "run", "--nproc", "2", "--name", "probe", "--max-restarts", "0", "--json",
+        str(WORKERS / "argv_probe.py"), "--flag", cwd=tmp_path, environ=environ,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    # --json: the summary alone on stdout; the processes' own output went to stderr.
+    assert json.loads(result.stdout)["run"] == "probe"
+    assert "probe written" in result.stderr
+    records = [json.loads(path.read_text()) for path in tmp_path.glob("*.json")]
+    assert len(records) == 2
+    for record in records:
+        assert record["argv"][1:] == ["--flag"]
+        assert record["environ"]["SCALETRAIN_RUN_DIR"] == str(tmp_path / "runs" / "probe")
+        assert record["environ"]["TMPDIR"].startswith(os.environ["TMPDIR"])
+        assert COMMAND_FROM_FD in record["parent_argv"]  # torchrun's agent, started early
+    assert json.loads((tmp_path / "runs" / "probe" / "run.json").read_text())["exit_code"] == 0
+
+
+def test_a_command_that_launches_nothing_leaves_no_launcher_behind(tmp_path: Path) -> None:
+    mark = uuid.uuid4().hex
+    environ = clean_environ(SCALETRAIN_TEST_MARK=mark)
+    for arguments in (["nope.py"], ["--nproc", "zero", str(WORKERS / "hello.py")]):
+        result = scaletrain("run", *arguments, cwd=tmp_path, environ=environ)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+    deadline = time.monotonic() + 10
+    while _processes_marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_marked(mark) == []
+
+
+def _processes_marked(mark: str) -> list[int]:
+    """This test's processes: those whose environment holds its mark."""
+    found = []
+    for folder in Path("/proc").glob("[0-9]*"):
+        try:
+            if f"SCALETRAIN_TEST_MARK={mark}".encode() in (folder / "environ").read_bytes():
+                found.append(int(folder.name))
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return found

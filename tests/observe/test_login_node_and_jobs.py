@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from scaletrain.core import in_job_modules
 from scaletrain.core.errors import ScaletrainError
-from scaletrain.launch.job_script import INSTRUMENT_MODULE, SAMPLER_MODULE
 from scaletrain.observe.profile_spec import ProfileSpec, parse_profile
 from tests.support.job_scripts import launch_lines, plan_for, render
 
@@ -24,7 +24,9 @@ def test_monitor_analyze_and_the_study_report_need_no_torch() -> None:
 
 
 def test_job_scripts_name_modules_that_exist() -> None:
-    for module in (SAMPLER_MODULE, INSTRUMENT_MODULE):
+    named = (in_job_modules.PREFLIGHT, in_job_modules.SAMPLER, in_job_modules.INSTRUMENT,
+             in_job_modules.WATCHDOG)  # fmt: skip
+    for module in named:
         assert importlib.util.find_spec(module) is not None, module
 
 

@@ -11,6 +11,13 @@ import os
 import sys
 from pathlib import Path
 
-record = {"argv": sys.argv, "cwd": str(Path.cwd()), "environ": dict(os.environ)}
+parent_argv = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode().split("\0")
+record = {
+    "argv": sys.argv,
+    "cwd": str(Path.cwd()),
+    "environ": dict(os.environ),
+    "parent_argv": parent_argv,
+}
 out = Path(os.environ["PROBE_OUT"]) / f"{os.getpid()}.json"
 out.write_text(json.dumps(record))
+print(f"probe written: {out.name}")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import io
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -128,11 +128,13 @@ class VerifyingReader(SafeFileSystemReader):
     """DCP's file reader (with the metadata allowlist) that reads each file once, into the
     target tensors, and checks the CRC-32 of the files in `verify` on those bytes."""
 
-    def __init__(self, path: Path, verify: dict[str, FileDigest]) -> None:
+    def __init__(self, path: Path, files: dict[str, FileDigest], verify: Collection[str]) -> None:
+        """`files`: every file's digest (the manifest's); `verify`: the names this rank checks."""
         super().__init__(path)
-        self._verify = verify
+        self._files = files
+        self._verify = set(verify)
         self.problems: list[str] = []
-        """One line per damaged or unreadable file this rank found; empty: all intact."""
+        """One line per damaged file this rank found; empty: all intact."""
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         per_file: dict[str, list[ReadItem]] = {name: [] for name in self._verify}
@@ -146,7 +148,7 @@ class VerifyingReader(SafeFileSystemReader):
         return done
 
     def _read_file(self, name: str, requests: list[ReadItem], planner: LoadPlanner) -> None:
-        want = self._verify.get(name)
+        want = self._files.get(name) if name in self._verify else None
         deferred: list[Callable[[], None]] = []  # non-tensor values: after the checksum
         path = Path(self.path) / name
         try:
@@ -166,14 +168,13 @@ class VerifyingReader(SafeFileSystemReader):
                     if file.read(1) or stream.crc != want.crc32:
                         self.problems.append(checksum_problem(name))
                         return
-        except Exception as error:
-            # Garbled bytes make torch.load and torch's zip reader raise almost anything; a
-            # file that turns out intact when read again did not cause the error.
-            if want is not None and path.is_file() and digest(path) == want:
+        except Exception:
+            # Garbled bytes make torch.load and torch's zip reader raise almost anything (a
+            # tensor of another shape too): the manifest tells damage from a checkpoint that
+            # does not fit, whichever rank checks this file's checksum.
+            if not path.is_file() or digest(path) == self._files.get(name):
                 raise
-            self.problems.append(
-                checksum_problem(name) if want is not None else f"{name} cannot be read ({error})"
-            )
+            self.problems.append(checksum_problem(name))
             return
         for commit in deferred:
             commit()

@@ -7,9 +7,9 @@ objects' tensors, and takes the CRC-32 of the share on those bytes (reader.py); 
 agree again, and only an intact checkpoint's state is put into the objects.
 
 A damaged checkpoint is reported by name, renamed to step-N.damaged (nothing is deleted)
-and the next older one is tried. An intact checkpoint that does not fit the model
-(the script changed) is an error: older checkpoints would not fit either, and silently
-starting over would lose training.
+and the next older one is tried. An intact checkpoint that does not fit the model (the
+script changed, or it moved between DeepSpeed and the torch-native strategies) is an error:
+older checkpoints would not fit either, and silently starting over would lose training.
 """
 
 from __future__ import annotations
@@ -25,22 +25,29 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
+from scaletrain.checkpoint.deepspeed_state import SECTION
 from scaletrain.checkpoint.layout import files_of_rank
 from scaletrain.checkpoint.manifest import (
     DamagedCheckpointError,
-    FileDigest,
     Manifest,
     size_problems,
     verify_files,
 )
 from scaletrain.checkpoint.reader import VerifyingReader
-from scaletrain.checkpoint.safe_load import METADATA_NAME, SafeLoadPlanner, check_metadata
+from scaletrain.checkpoint.safe_load import (
+    METADATA_NAME,
+    SafeFileSystemReader,
+    SafeLoadPlanner,
+    check_metadata,
+)
 from scaletrain.checkpoint.state import TrainingObjects
 from scaletrain.checkpoint.writer import RANK_STATE_KEY, SaveTarget
 from scaletrain.core.errors import ScaletrainError
 
 # Enough of a load error to name the mismatching keys without flooding the log.
 _ERROR_CHARS = 1500
+_TORCH_NATIVE = "DDP, FSDP, HSDP or one process"
+_DEEPSPEED = "DeepSpeed ZeRO (strategy zero1, zero2 or zero3)"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,13 +74,13 @@ def _from_all_ranks(value: list[str], target: SaveTarget) -> list[str]:
     return [item for part in gathered for item in part]
 
 
-def _check(folder: Path, target: SaveTarget) -> tuple[list[str], dict[str, FileDigest]]:
+def _check(folder: Path, target: SaveTarget) -> tuple[list[str], list[str]]:
     """What is wrong with this rank's share of a checkpoint that shows before loading (empty:
-    nothing), and the digests of its shards, which the load checks on the bytes it reads."""
+    nothing), and the names of its shards, whose checksums the load takes on the bytes it reads."""
     try:
         manifest = Manifest.read(folder)
     except DamagedCheckpointError as error:
-        return ([error.problem] if target.rank == 0 else []), {}
+        return ([error.problem] if target.rank == 0 else []), []
     mine = files_of_rank(set(manifest.files), target.rank, target.world_size)
     expected = {name: manifest.files[name] for name in mine}
     # DCP reads the metadata itself, to plan the load: it is checked whole (small) before.
@@ -84,23 +91,22 @@ def _check(folder: Path, target: SaveTarget) -> tuple[list[str], dict[str, FileD
             check_metadata(folder)
         except (OSError, EOFError, pickle.UnpicklingError) as error:
             problems.append(f"{METADATA_NAME} cannot be read safely ({error})")
-    shards = {name: want for name, want in expected.items() if name not in metadata}
-    return problems, shards
+    return problems, [name for name in expected if name not in metadata]
 
 
 def _read(
     folder: Path,
     objects: TrainingObjects,
     target: SaveTarget,
-    expected: dict[str, FileDigest],
-    saved_world_size: int,
+    manifest: Manifest,
+    share: list[str],
 ) -> tuple[list[str], dict[str, Any]]:
     """Read the checkpoint into the structure of `objects`' state, checking the files of this
     rank's share on the way; return the problems found (empty: intact) and the state."""
     state = objects.state_dict()  # the structure to fill, with this run's shapes
-    if target.rank < saved_world_size:
+    if target.rank < manifest.world_size:
         state[RANK_STATE_KEY] = {str(target.rank): ""}
-    reader = VerifyingReader(folder, expected)
+    reader = VerifyingReader(folder, manifest.files, verify=share)
     try:
         dcp_load(
             state,
@@ -109,7 +115,7 @@ def _read(
             process_group=target.group,
         )
     except (Exception, CheckpointException) as error:  # DCP's is a BaseException
-        raise _does_not_fit(folder, error) from error
+        raise _does_not_fit(folder, error, state) from error
     return reader.problems, state
 
 
@@ -120,11 +126,15 @@ def _apply(folder: Path, objects: TrainingObjects, state: dict[str, Any], rank: 
     try:
         objects.load_state_dict(state)
     except Exception as error:
-        raise _does_not_fit(folder, error) from error
+        raise _does_not_fit(folder, error, state) from error
     return json.loads(rank_state) if rank_state else None
 
 
-def _does_not_fit(folder: Path, error: BaseException) -> ScaletrainError:
+def _does_not_fit(folder: Path, error: BaseException, state: dict[str, Any]) -> ScaletrainError:
+    """The error for an intact checkpoint that `state` (what this run loads into) cannot take."""
+    mismatch = _strategy_mismatch(folder, into_deepspeed=SECTION in state)
+    if mismatch is not None:
+        return mismatch
     return ScaletrainError(
         f"The checkpoint {folder} is intact but does not fit this training script: "
         f"{str(error)[:_ERROR_CHARS]}",
@@ -137,11 +147,41 @@ def _set_aside(folder: Path, problems: list[str], target: SaveTarget) -> None:
     if target.rank == 0:
         moved = target.store.set_aside(folder)
         print(
-            f"scaletrain: checkpoint {folder} is damaged: {'; '.join(problems)}. "
+            # Each damaged file once, also when more than one rank read it.
+            f"scaletrain: checkpoint {folder} is damaged: {'; '.join(dict.fromkeys(problems))}. "
             f"Renamed it to {moved.name}; trying the previous one.",
             file=sys.stderr,
             flush=True,
         )
+
+
+def _strategy_mismatch(folder: Path, *, into_deepspeed: bool) -> ScaletrainError | None:
+    """The error for a checkpoint of DeepSpeed loaded without it, or the other way round.
+
+    DeepSpeed's state is each parameter flattened, with an optimizer step of its own
+    (deepspeed_state.py); DDP/FSDP/HSDP's is DCP's state dict of whole-shaped tensors. DCP
+    cannot reshape one into the other. Asked only after a load failed: no cost otherwise.
+    """
+    metadata = SafeFileSystemReader(folder).read_metadata()  # already checked: intact
+    saved_by_deepspeed = any(
+        key.split(".", 1)[0] == SECTION for key in metadata.state_dict_metadata
+    )
+    if saved_by_deepspeed == into_deepspeed:
+        return None
+    saved_by, now = (
+        (_DEEPSPEED, _TORCH_NATIVE) if saved_by_deepspeed else (_TORCH_NATIVE, _DEEPSPEED)
+    )
+    same_kind = "'zero1', 'zero2' or 'zero3'" if saved_by_deepspeed else "'ddp', 'fsdp' or 'hsdp'"
+    run = folder.parent.parent
+    return ScaletrainError(
+        f"The checkpoint {folder} was saved by {saved_by}, and this run trains with {now}: "
+        "DeepSpeed keeps weights and optimizer state in flat partitions of its own, and the "
+        "two layouts do not load into each other.",
+        f"resume this run with strategy={same_kind} (any of them, at any number of "
+        f"processes). To switch, `scaletrain export --runs-dir {run.parent} {run.name}` "
+        "writes its weights as one file: load that into your model before st.wrap and start "
+        "a new run (another --name); the optimizer starts afresh.",
+    )
 
 
 def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
@@ -151,11 +191,11 @@ def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
     names, any_damaged = _from_rank_zero(found, target)
     for name in names:
         folder = store.root / name
-        mine, expected = _check(folder, target)
+        mine, share = _check(folder, target)
         problems = _from_all_ranks(mine, target)
         if not problems:
             manifest = Manifest.read(folder)
-            mine, state = _read(folder, objects, target, expected, manifest.world_size)
+            mine, state = _read(folder, objects, target, manifest, share)
             problems = _from_all_ranks(mine, target)
         if problems:
             # Tensors read from a damaged checkpoint are overwritten by the next one loaded.

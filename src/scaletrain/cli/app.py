@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from importlib import import_module
 from typing import Any
 
@@ -12,6 +12,7 @@ from typer import _click
 
 from scaletrain import __version__
 from scaletrain.cli.command_line import ScaletrainCommand, ScaletrainGroup
+from scaletrain.cli.start import requested_command
 
 app = typer.Typer(
     name="scaletrain",
@@ -101,12 +102,6 @@ def register(names: Iterable[str]) -> None:
         _registered.add(name)
 
 
-def requested_command(arguments: Sequence[str]) -> str | None:
-    """The command named on the command line (global options are flags before it)."""
-    first = next((argument for argument in arguments if not argument.startswith("-")), None)
-    return first if first in COMMANDS else None
-
-
 def command_line(names: Iterable[str] = COMMANDS) -> _click.Command:
     """The click command of `scaletrain` with the named sub-commands (all by default)."""
     register(names)
@@ -116,4 +111,5 @@ def command_line(names: Iterable[str] = COMMANDS) -> _click.Command:
 def main() -> None:
     """Entry point: only the requested command is imported (all of them for --help)."""
     requested = requested_command(sys.argv[1:])
-    command_line([requested] if requested else COMMANDS).main(prog_name="scaletrain")
+    names = [requested] if requested in COMMANDS else COMMANDS
+    command_line(names).main(prog_name="scaletrain")

@@ -13,9 +13,8 @@ from pathlib import Path
 from rich.text import Text
 
 from scaletrain.cli.common import process_environ
-from scaletrain.core import console
+from scaletrain.core import console, in_job_modules
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.launch.job_script import INSTRUMENT_MODULE
 from scaletrain.launch.local_run import LocalRunResult, launch_variables, local_launch, run_local
 from scaletrain.observe.sampler_process import start_sampler, stop_sampler
 from scaletrain.runtime.layout import allowed_cpus
@@ -56,7 +55,7 @@ def start_local(
     )
     if instrumented:
         launch = dataclasses.replace(
-            launch, program=INSTRUMENT_MODULE, as_module=True, script_args=(program, *args)
+            launch, program=in_job_modules.INSTRUMENT, as_module=True, script_args=(program, *args)
         )
     folder = launch.run_folder
     added = launch_variables(launch, process_environ(), allowed_cpus()) | dict(variables or {})

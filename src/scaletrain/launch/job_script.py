@@ -20,7 +20,7 @@ import jinja2
 
 from scaletrain import __version__
 from scaletrain.clusters.slurm_time import format_slurm_time
-from scaletrain.core import variables
+from scaletrain.core import in_job_modules, variables
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.hang_report import DEFAULT_HANG_LIMIT_S, HANG_EXIT_STATUS
 from scaletrain.core.job_port import JOB_PORT_BASE, JOB_PORT_SPAN
@@ -40,14 +40,6 @@ from scaletrain.planning.modes import LaunchMode, launch_mode
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.software import SQUASHFS_MOUNT, JobSoftware
 
-# The in-job preflight check (scaletrain.diagnose); run on every rank before training.
-PREFLIGHT_MODULE = "scaletrain.diagnose.preflight"
-# scaletrain.observe's in-job entry points, named without importing them (they import torch
-# or psutil): the per-node sampler, and the entry that profiles and times an unchanged script.
-SAMPLER_MODULE = "scaletrain.observe.sampler"
-INSTRUMENT_MODULE = "scaletrain.observe.instrument"
-# The hang watchdog, run by the batch shell beside the training step.
-WATCHDOG_MODULE = "scaletrain.launch.watchdog"
 # Comment lines of job scripts stay within 96 columns with their `# `.
 _COMMENT_WIDTH = 94
 # Time to save a checkpoint before the time limit; Slurm may signal up to a minute early.
@@ -220,7 +212,7 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
         },
         "hang_limit": f"{options.hang_limit_s:g}",
         "hang_exit_status": HANG_EXIT_STATUS,
-        "watchdog_module": WATCHDOG_MODULE,
+        "watchdog_module": in_job_modules.WATCHDOG,
         "requeue_count_variable": variables.REQUEUE_COUNT,
         "run_dir_variable": variables.RUN_DIR,
         "software": software,
@@ -238,7 +230,7 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
         "numa_torch": ".".join(str(part) for part in NUMA_BINDING_TORCH),
         "port": {"base": JOB_PORT_BASE, "span": JOB_PORT_SPAN},
         "preflight_environment": _preflight_environment(plan, mode),
-        "preflight_target": Target(module=PREFLIGHT_MODULE),
+        "preflight_target": Target(module=in_job_modules.PREFLIGHT),
         "training_target": _training_target(plan, options),
         "monitor": _monitor(options),
         "why": variables.reason,
@@ -316,7 +308,7 @@ def _runs_scaletrain(options: JobOptions) -> bool:
 def _training_target(plan: Plan, options: JobOptions) -> Target:
     """The script, or the script through the instrumented entry (profile, step limit)."""
     if options.instrument:
-        return Target(module=INSTRUMENT_MODULE, args=(plan.script, *plan.script_args))
+        return Target(module=in_job_modules.INSTRUMENT, args=(plan.script, *plan.script_args))
     return Target(script=plan.script, args=plan.script_args)
 
 
@@ -327,7 +319,7 @@ def _monitor(options: JobOptions) -> dict[str, str] | None:
     return {
         "variable": variables.MONITOR_INTERVAL,
         "interval": f"{options.monitor_interval_s:g}",
-        "module": SAMPLER_MODULE,
+        "module": in_job_modules.SAMPLER,
     }
 
 

@@ -35,10 +35,10 @@ from scaletrain.core.hang_report import (
 )
 from scaletrain.core.rank_files import read_beats, runs_here
 from scaletrain.core.run_folder import RunFolder, default_run_name
+from scaletrain.launch.early_start import TORCHRUN_ENTRY, start_torchrun
 from scaletrain.launch.shell_text import check_job_name
 from scaletrain.launch.watchdog.watch import watch_run
 from scaletrain.planning.modes import launch_mode
-from scaletrain.runtime.child_processes import die_with_parent
 
 # What the watchdog of a local run says, kept beside the ranks' logs.
 WATCHDOG_LOG = "watchdog.log"
@@ -181,7 +181,7 @@ def torchrun_command(launch: LocalLaunch) -> list[str]:
     return [
         launch.python,
         "-m",
-        "scaletrain.launch.torchrun.entry",
+        TORCHRUN_ENTRY,
         # A private rendezvous on a free local port: two runs on one machine never collide.
         "--standalone",
         f"--nproc-per-node={launch.nproc}",
@@ -255,12 +255,8 @@ def run_local(
     launch.scratch.mkdir(parents=True, exist_ok=True)
     # torchrun ends its training processes when it ends; it ends when this process does,
     # even when this one is killed outright (no signal to forward then).
-    parent = os.getpid()
-    child = subprocess.Popen(
-        command,
-        env={**os.environ, **variables},
-        stdout=sys.stderr if output_to_stderr else None,
-        preexec_fn=lambda: die_with_parent(parent, sent=signal.SIGTERM),
+    child = start_torchrun(
+        command, {**os.environ, **variables}, stdout=sys.stderr if output_to_stderr else None
     )
 
     def forward(signum: int, _frame: FrameType | None) -> None:

@@ -8,11 +8,10 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
+from scaletrain.core import in_job_modules
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.variables import MONITOR_INTERVAL, RUN_DIR
-from scaletrain.observe import sampler
 
-SAMPLER_MODULE = sampler.__name__
 _STOP_TIMEOUT_S = 10
 
 
@@ -26,7 +25,7 @@ def start_sampler(
 ) -> subprocess.Popen[bytes]:
     """The sampler as a child of this process; it ends with `stop_sampler` or with us."""
     return subprocess.Popen(
-        [sys.executable, "-m", SAMPLER_MODULE, "--watch", str(os.getpid())],
+        [sys.executable, "-m", in_job_modules.SAMPLER, "--watch", str(os.getpid())],
         env={**environ, **sampler_variables(folder, interval_s)},
         stdout=subprocess.DEVNULL,
     )

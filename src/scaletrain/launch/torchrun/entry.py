@@ -5,6 +5,9 @@
 its own options and the script's arguments are handed over untouched:
 
     python -m scaletrain.launch.torchrun.entry <torchrun options> -- train.py <script args>
+
+Started early by `scaletrain run` (launch/early_start.py), it imports torch first and then
+reads those arguments from a pipe: `... entry --command-from-fd <fd>`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sys
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.distributed.run import parse_args, run
 
+from scaletrain.launch.early_start import COMMAND_FROM_FD, receive_command
 from scaletrain.launch.local_run import SEPARATOR
 
 
@@ -27,4 +31,8 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    arguments: list[str] | None = sys.argv[1:]
+    if sys.argv[1:2] == [COMMAND_FROM_FD]:
+        arguments = receive_command(int(sys.argv[2]))
+    if arguments is not None:
+        main(arguments)
