@@ -15,7 +15,7 @@ from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.early_start import COMMAND_FROM_FD
 from tests.checkpoint.conftest import kill_job, run_args, wait_for
 from tests.conftest import REPO, WORKERS, clean_environ, scaletrain, start_scaletrain
-from tests.support.run_processes import left_after, run_processes
+from tests.support.run_processes import left_after, parent_of, run_processes
 
 pytestmark = pytest.mark.multiprocess
 
@@ -157,7 +157,7 @@ def test_a_killed_scaletrain_run_takes_torchrun_and_every_training_process_with_
         ranks = {beat.pid for beat in read_beats(RunFolder(run)).values()}
         running = run_processes(run)
         # What a kill would leave: torchrun, the ranks and what each rank started.
-        helpers = {pid for pid in running if _parent(pid) in ranks}
+        helpers = {pid for pid in running if parent_of(pid) in ranks}
         assert ranks < running.keys() and len(helpers) >= 2, running
         process.kill()
         process.wait()
@@ -167,10 +167,3 @@ def test_a_killed_scaletrain_run_takes_torchrun_and_every_training_process_with_
     assert left == {}, f"still running after `scaletrain run` was killed: {left}"
     # torchrun removed the run's temporary folder (what multiprocessing left there) as it ended.
     assert not list(Path(os.environ["TMPDIR"]).glob("scaletrain-orphaned-*"))
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return None

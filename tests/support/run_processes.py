@@ -32,6 +32,15 @@ def run_processes(run_dir: Path, pids: Iterable[int] | None = None) -> dict[int,
     return found
 
 
+def parent_of(pid: int) -> int | None:
+    """The parent's pid (None once the process has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # after the name: state, ppid, ...
+
+
 def left_after(find: Callable[[], dict[int, str]], timeout: float) -> dict[int, str]:
     """What `find` still finds after `timeout` seconds; {} as soon as it finds nothing."""
     deadline = time.monotonic() + timeout
