@@ -140,8 +140,9 @@ def test_a_killed_scaletrain_run_takes_torchrun_and_every_training_process_with_
 ) -> None:
     """`kill -9` of the `scaletrain run` command itself (a closed terminal, an OOM kill):
     nothing is left to forward a signal, yet torchrun, the ranks, their DataLoader workers,
-    forkservers and resource trackers all end by themselves (torchrun asks the ranks to stop,
-    and a rank's DataLoader worker must not die of that before its rank does)."""
+    forkservers and resource trackers all end by themselves. torchrun asks the ranks to stop
+    (SIGTERM to each rank's process group): they save and stop, as on scancel, because the
+    DataLoader workers and forkservers do not die of that signal before their rank saves."""
     run = tmp_path / "runs" / "orphaned"
     # One DataLoader worker per rank, paced so that the run is still training when killed.
     command = run_args("orphaned", "--workers", "1", "--epochs", "50", "--step-seconds", "0.05")
@@ -165,5 +166,7 @@ def test_a_killed_scaletrain_run_takes_torchrun_and_every_training_process_with_
     finally:
         kill_job(process, run)
     assert left == {}, f"still running after `scaletrain run` was killed: {left}"
+    stopped = json.loads((run / "stopped.json").read_text())
+    assert stopped["reason"] == "SIGTERM" and Path(stopped["checkpoint"]).is_dir(), stopped
     # torchrun removed the run's temporary folder (what multiprocessing left there) as it ended.
     assert not list(Path(os.environ["TMPDIR"]).glob("scaletrain-orphaned-*"))
