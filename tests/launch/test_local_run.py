@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from scaletrain.core.rank_files import read_beats
+from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.early_start import COMMAND_FROM_FD
-from tests.conftest import REPO, WORKERS, clean_environ, scaletrain
+from tests.checkpoint.conftest import kill_job, run_args, wait_for
+from tests.conftest import REPO, WORKERS, clean_environ, scaletrain, start_scaletrain
+from tests.support.run_processes import left_after, parent_of, run_processes
 
 pytestmark = pytest.mark.multiprocess
 
@@ -129,3 +133,40 @@ def _processes_marked(mark: str) -> list[int]:
         except OSError:  # ended meanwhile, or not ours to read
             continue
     return found
+
+
+def test_a_killed_scaletrain_run_takes_torchrun_and_every_training_process_with_it(
+    tmp_path: Path,
+) -> None:
+    """`kill -9` of the `scaletrain run` command itself (a closed terminal, an OOM kill):
+    nothing is left to forward a signal, yet torchrun, the ranks, their DataLoader workers,
+    forkservers and resource trackers all end by themselves. torchrun asks the ranks to stop
+    (SIGTERM to each rank's process group): they save and stop, as on scancel, because the
+    DataLoader workers and forkservers do not die of that signal before their rank saves."""
+    run = tmp_path / "runs" / "orphaned"
+    # One DataLoader worker per rank, paced so that the run is still training when killed.
+    command = run_args("orphaned", "--workers", "1", "--epochs", "50", "--step-seconds", "0.05")
+    process = start_scaletrain(*command, cwd=tmp_path, log=tmp_path / "run.log")
+    try:
+        wait_for(
+            lambda: (
+                all(beat.step >= 3 for beat in read_beats(RunFolder(run)).values())
+                and len(read_beats(RunFolder(run))) == 2
+            ),
+            what="both ranks to train",
+        )
+        ranks = {beat.pid for beat in read_beats(RunFolder(run)).values()}
+        running = run_processes(run)
+        # What a kill would leave: torchrun, the ranks and what each rank started.
+        helpers = {pid for pid in running if parent_of(pid) in ranks}
+        assert ranks < running.keys() and len(helpers) >= 2, running
+        process.kill()
+        process.wait()
+        left = left_after(lambda: run_processes(run), timeout=30)
+    finally:
+        kill_job(process, run)
+    assert left == {}, f"still running after `scaletrain run` was killed: {left}"
+    stopped = json.loads((run / "stopped.json").read_text())
+    assert stopped["reason"] == "SIGTERM" and Path(stopped["checkpoint"]).is_dir(), stopped
+    # torchrun removed the run's temporary folder (what multiprocessing left there) as it ended.
+    assert not list(Path(os.environ["TMPDIR"]).glob("scaletrain-orphaned-*"))

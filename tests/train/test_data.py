@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
-from torch.utils.data import TensorDataset
+from torch.utils.data import Dataset, TensorDataset
 
 import scaletrain as st
 from scaletrain.core.errors import ScaletrainError
@@ -109,6 +112,38 @@ def test_loader_uses_forkserver_workers_within_this_ranks_cores(
     assert with_workers.multiprocessing_context.get_start_method() == "forkserver"
     batches = [batch[0] for batch in with_workers]
     assert len(batches) == 4 and all(len(b) == 8 for b in batches)
+
+
+def _ignores_sigterm() -> bool:
+    """What the kernel says (SigIgn in /proc), not Python's own table of handlers."""
+    status = Path("/proc/self/status").read_text().split("SigIgn:")[1].split()[0]
+    return bool(int(status, 16) >> (signal.SIGTERM - 1) & 1)
+
+
+class _WorkerFacts(Dataset[torch.Tensor]):
+    """Each item: whether the process loading it ignores SIGTERM, and ran the user's init."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return torch.tensor([_ignores_sigterm(), os.environ.get("USER_INIT_RAN") == "1"])
+
+
+def _user_init(worker_id: int) -> None:
+    os.environ["USER_INIT_RAN"] = "1"
+
+
+def test_loader_workers_leave_sigterm_to_their_rank_and_run_the_users_init(
+    single_process: st.DistEnv,
+) -> None:
+    """Slurm and torchrun send SIGTERM to every process of a rank: the rank saves and stops,
+    its workers must not die of it first (torch's workers would)."""
+    loader = st.loader(
+        _WorkerFacts(), global_batch_size=2, num_workers=1, worker_init_fn=_user_init
+    )
+    assert torch.cat(list(loader)).all()
+    assert not _ignores_sigterm()  # the rank itself still hears it
 
 
 def test_loader_with_accumulation_loads_one_micro_batch_per_step(

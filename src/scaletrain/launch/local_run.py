@@ -44,6 +44,8 @@ from scaletrain.planning.modes import launch_mode
 WATCHDOG_LOG = "watchdog.log"
 # Splits torchrun's options from the script and its arguments (see torchrun/entry.py).
 SEPARATOR = "--"
+# Before torchrun's options: the run's TMPDIR, which torchrun removes when it ends.
+SCRATCH_OPTION = "--scratch="
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -182,6 +184,7 @@ def torchrun_command(launch: LocalLaunch) -> list[str]:
         launch.python,
         "-m",
         TORCHRUN_ENTRY,
+        f"{SCRATCH_OPTION}{launch.scratch}",
         # A private rendezvous on a free local port: two runs on one machine never collide.
         "--standalone",
         f"--nproc-per-node={launch.nproc}",

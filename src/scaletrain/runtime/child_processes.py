@@ -11,6 +11,12 @@ resource tracker then sees its last client go, removes the semaphores and exits.
 Linux sends the signal when the *thread* that started the forkserver ends: the main thread,
 where DataLoaders are iterated. A forkserver started from a short-lived thread ends with it,
 and multiprocessing starts a new one when it is next needed.
+
+SIGTERM asks a rank to save and stop, but Slurm (scancel, the time limit) and torchrun (when
+it stops, to the rank's whole process group) send it to the forkserver and the workers too:
+a worker or forkserver dying of it crashes the rank ("DataLoader worker exited
+unexpectedly") before it saves, and a rank left waiting for the crashed one holds torchrun
+for its 30 s. Both ignore SIGTERM and end with their rank instead.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import multiprocessing
 import os
 import signal
 import sys
+from collections.abc import Callable
 from multiprocessing import forkserver
 
 # prctl(2): deliver this signal to the calling process when its parent thread exits.
@@ -52,3 +59,11 @@ def end_children_with_this_process() -> None:
     current = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
     if _PRELOAD_MODULE not in current:
         context.set_forkserver_preload([*current, _PRELOAD_MODULE])
+
+
+def ignore_stop_signal(worker_init: Callable[[int], object] | None, worker_id: int) -> None:
+    """A DataLoader worker's start (`worker_init_fn`, with the user's own after it): ignore
+    SIGTERM, which torch's worker set-up makes fatal; the worker ends with its rank."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if worker_init is not None:
+        worker_init(worker_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from torch.utils.data.distributed import DistributedSampler
 
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.runtime.child_processes import ignore_stop_signal
 from scaletrain.runtime.layout import DistEnv
 from scaletrain.runtime.process_group import current_env
 
@@ -90,7 +92,10 @@ def worker_count(env: DistEnv) -> int:
     return max(0, min(env.cpu_count - 1, MAX_WORKERS))
 
 
-def _loader_options(env: DistEnv, num_workers: int | None, seed: int) -> dict[str, Any]:
+def _loader_options(
+    env: DistEnv, num_workers: int | None, seed: int, given: dict[str, Any]
+) -> dict[str, Any]:
+    """The DataLoader's options: ours, then the caller's (`given`) over them."""
     workers = worker_count(env) if num_workers is None else num_workers
     options: dict[str, Any] = {
         "num_workers": workers,
@@ -103,7 +108,11 @@ def _loader_options(env: DistEnv, num_workers: int | None, seed: int) -> dict[st
         # forkserver gives the same safety with faster start-up.
         options["multiprocessing_context"] = "forkserver"
         options["persistent_workers"] = True
-    return options
+        # SIGTERM is the rank's to handle (save, stop); the workers end with the rank.
+        given = given | {
+            "worker_init_fn": functools.partial(ignore_stop_signal, given.get("worker_init_fn"))
+        }
+    return options | given
 
 
 def loader(
@@ -132,7 +141,7 @@ def loader(
         seed=seed,
         drop_last=True,
     )
-    options = _loader_options(env, num_workers, seed) | dataloader_options
+    options = _loader_options(env, num_workers, seed, dataloader_options)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True, **options)
 
 
@@ -150,5 +159,5 @@ def eval_loader(
     env = current_env()
     sampler = EvalSampler(len(dataset), rank=env.rank, world_size=env.world_size)  # type: ignore[arg-type]
     batch_size = max(1, math.ceil(global_batch_size / env.world_size))
-    options = _loader_options(env, num_workers, seed=0) | dataloader_options
+    options = _loader_options(env, num_workers, 0, dataloader_options)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, **options)

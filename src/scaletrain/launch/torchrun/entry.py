@@ -4,7 +4,10 @@
 --run_path": argparse matches abbreviations even after the script. Here torchrun parses only
 its own options and the script's arguments are handed over untouched:
 
-    python -m scaletrain.launch.torchrun.entry <torchrun options> -- train.py <script args>
+    python -m scaletrain.launch.torchrun.entry [--scratch=DIR] <torchrun options> -- train.py <args>
+
+`--scratch=DIR`: the run's own TMPDIR, removed when torchrun ends. `scaletrain run` removes it
+too, but when that is killed outright only torchrun (which it sends SIGTERM) is left to.
 
 Started early by `scaletrain run` (launch/early_start.py), it imports torch first and then
 reads those arguments from a pipe: `... entry --command-from-fd <fd>`.
@@ -12,22 +15,28 @@ reads those arguments from a pipe: `... entry --command-from-fd <fd>`.
 
 from __future__ import annotations
 
+import shutil
 import sys
 
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.distributed.run import parse_args, run
 
 from scaletrain.launch.early_start import COMMAND_FROM_FD, receive_command
-from scaletrain.launch.local_run import SEPARATOR
+from scaletrain.launch.local_run import SCRATCH_OPTION, SEPARATOR
 
 
 @record
 def main(argv: list[str]) -> None:
+    scratch = argv.pop(0).removeprefix(SCRATCH_OPTION) if argv[0].startswith(SCRATCH_OPTION) else ""
     split = argv.index(SEPARATOR)
     script, script_args = argv[split + 1], argv[split + 2 :]
     options = parse_args([*argv[:split], script])  # type: ignore[no-untyped-call]
     options.training_script_args = script_args
-    run(options)  # type: ignore[no-untyped-call]
+    try:
+        run(options)  # type: ignore[no-untyped-call]
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
