@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import uuid
 from pathlib import Path
 
@@ -15,7 +14,13 @@ from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.early_start import COMMAND_FROM_FD
 from tests.checkpoint.conftest import kill_job, run_args, wait_for
 from tests.conftest import REPO, WORKERS, clean_environ, scaletrain, start_scaletrain
-from tests.support.run_processes import left_after, parent_of, run_processes
+from tests.support.run_processes import (
+    left_after,
+    living,
+    parent_of,
+    processes_with,
+    run_processes,
+)
 
 pytestmark = pytest.mark.multiprocess
 
@@ -111,28 +116,13 @@ def test_the_launcher_started_early_runs_the_script_with_the_runs_environment(
 
 
 def test_a_command_that_launches_nothing_leaves_no_launcher_behind(tmp_path: Path) -> None:
-    mark = uuid.uuid4().hex
-    environ = clean_environ(SCALETRAIN_TEST_MARK=mark)
+    mark = f"SCALETRAIN_TEST_MARK={uuid.uuid4().hex}"  # this test's processes carry it
+    environ = clean_environ(SCALETRAIN_TEST_MARK=mark.split("=", 1)[1])
     for arguments in (["nope.py"], ["--nproc", "zero", str(WORKERS / "hello.py")]):
         result = scaletrain("run", *arguments, cwd=tmp_path, environ=environ)
         assert result.returncode == 2, result.stderr
         assert "Traceback" not in result.stderr
-    deadline = time.monotonic() + 10
-    while _processes_marked(mark) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _processes_marked(mark) == []
-
-
-def _processes_marked(mark: str) -> list[int]:
-    """This test's processes: those whose environment holds its mark."""
-    found = []
-    for folder in Path("/proc").glob("[0-9]*"):
-        try:
-            if f"SCALETRAIN_TEST_MARK={mark}".encode() in (folder / "environ").read_bytes():
-                found.append(int(folder.name))
-        except OSError:  # ended meanwhile, or not ours to read
-            continue
-    return found
+    assert left_after(lambda: processes_with({mark}), timeout=10) == {}
 
 
 def test_a_killed_scaletrain_run_takes_torchrun_and_every_training_process_with_it(
@@ -160,9 +150,12 @@ def test_a_killed_scaletrain_run_takes_torchrun_and_every_training_process_with_
         # What a kill would leave: torchrun, the ranks and what each rank started.
         helpers = {pid for pid in running if parent_of(pid) in ranks}
         assert ranks < running.keys() and len(helpers) >= 2, running
+        # torchrun, started before it knew the run (launch/early_start.py): the ranks' parent.
+        torchrun = {parent_of(pid) or 0 for pid in ranks}
+        assert len(torchrun) == 1 and 0 not in torchrun, torchrun
         process.kill()
         process.wait()
-        left = left_after(lambda: run_processes(run), timeout=30)
+        left = left_after(lambda: run_processes(run) | living(torchrun), timeout=30)
     finally:
         kill_job(process, run)
     assert left == {}, f"still running after `scaletrain run` was killed: {left}"

@@ -19,7 +19,15 @@ def _all_pids() -> list[int]:
 def run_processes(run_dir: Path, pids: Iterable[int] | None = None) -> dict[int, str]:
     """Living processes (of `pids`, default all) that work for `run_dir`, with their command
     lines. Zombies have no environment left and so are not counted: they have ended."""
-    wanted = {f"{variables.RUN_DIR}={path}".encode() for path in (run_dir, run_dir.resolve())}
+    return processes_with(
+        {f"{variables.RUN_DIR}={path}" for path in (run_dir, run_dir.resolve())}, pids
+    )
+
+
+def processes_with(entries: set[str], pids: Iterable[int] | None = None) -> dict[int, str]:
+    """Living processes (of `pids`, default all) whose environment holds one of `entries`
+    ("NAME=value"), with their command lines."""
+    wanted = {entry.encode() for entry in entries}
     found = {}
     for pid in _all_pids() if pids is None else pids:
         try:
@@ -28,6 +36,22 @@ def run_processes(run_dir: Path, pids: Iterable[int] | None = None) -> dict[int,
         except OSError:  # ended meanwhile
             continue
         if environ & wanted:
+            found[pid] = command.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    return found
+
+
+def living(pids: Iterable[int]) -> dict[int, str]:
+    """Those of `pids` that still run (zombies have ended), with their command lines. For a
+    process started before it knew its run: `scaletrain run`'s early-started torchrun has
+    no SCALETRAIN_RUN_DIR in the environment it was started with (launch/early_start.py)."""
+    found = {}
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if state != "Z":
             found[pid] = command.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
     return found
 
