@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import socket
 import struct
+import time
 from collections.abc import Iterable, Mapping
 
 from scaletrain.core.rank_files import InterfaceState
@@ -22,6 +23,8 @@ _IFREQ_SIZE = 40
 # Variables that name the interfaces of the collective libraries, and whether they take exact
 # names (gloo) or prefixes (NCCL/RCCL).
 _INTERFACE_VARIABLES = (("NCCL_SOCKET_IFNAME", False), ("GLOO_SOCKET_IFNAME", True))
+# Seconds between connection attempts while waiting for rank 0 to listen.
+_LISTEN_POLL_S = 0.01
 
 
 def _matches(pattern: str, interface: str) -> bool:
@@ -130,3 +133,29 @@ def rendezvous_reachable(environ: Mapping[str, str], timeout_s: float) -> str:
         return f"{host}:{port} did not answer within {timeout_s:.0f} s"
     except OSError as error:
         return f"{host}:{port}: {error.strerror or error}"
+
+
+def agent_hosts_store(environ: Mapping[str, str]) -> bool:
+    """True under torchrun sharing its agent's store, which listens before the workers start;
+    otherwise rank 0 opens the store inside its init (srun, mpirun, a store per attempt)."""
+    return environ.get("TORCHELASTIC_USE_AGENT_STORE", "") == "True"
+
+
+def wait_until_listening(host: str, port: int, timeout_s: float) -> None:
+    """Return once host:port accepts TCP connections, or after `timeout_s` (then the caller's
+    own connection says why not).
+
+    torch's store client waits 0.25-0.75 s after a refused connection, then 1.5 times as long
+    after each next one (c10d's ExponentialBackoffWithJitter: 500 ms, jitter 0.5), so a rank
+    that asks before rank 0 listens loses that much; asking here every 10 ms, it connects
+    within 10 ms of rank 0 listening.
+    """
+    deadline = time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            with socket.create_connection((host, port), timeout=left):
+                return
+        except ConnectionRefusedError:
+            time.sleep(min(_LISTEN_POLL_S, max(deadline - time.monotonic(), 0)))
+        except OSError:  # unreachable, unresolvable, no answer: torch's connect reports it
+            return

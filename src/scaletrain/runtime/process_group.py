@@ -27,6 +27,7 @@ from scaletrain.runtime.heartbeat import start_heartbeat, stop_heartbeat, watchd
 from scaletrain.runtime.launchers import detect_layout
 from scaletrain.runtime.layout import DistEnv, ProcessLayout, allowed_cpus, cpus_per_process
 from scaletrain.runtime.long_waits import LongWaits
+from scaletrain.runtime.network import agent_hosts_store, wait_until_listening
 from scaletrain.runtime.stack_dump import flight_recorder_variables
 
 if TYPE_CHECKING:
@@ -115,6 +116,12 @@ def _join(
         dist.init_process_group(backend, store=store, rank=0, world_size=1, device_id=device_id)
         return store
     export_torch_variables(layout, os.environ)
+    if layout.rank != 0 and not agent_hosts_store(os.environ):
+        # Rank 0 opens the store inside its own init (srun, mpirun; torchrun's restart-safe
+        # store per attempt): connect the moment it listens, not after torch's back-off.
+        wait_until_listening(
+            layout.master_addr, layout.master_port, (timeout or default_pg_timeout).total_seconds()
+        )
     store, _, _ = next(
         rendezvous(
             "env://",

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from scaletrain.diagnose.preflight.results import CheckResult, fail, ok
 from scaletrain.runtime.layout import ProcessLayout
+from scaletrain.runtime.network import agent_hosts_store
 
 NAME = "rendezvous"
 # Pause between connection attempts while rank 0 is still starting, in seconds.
@@ -25,11 +26,6 @@ _FIX_ADDRESS = (
     "set MASTER_ADDR to the first host of the job, as every node resolves it: "
     'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
 )
-
-
-def agent_hosts_store(environ: Mapping[str, str]) -> bool:
-    """True under torchrun, whose agent serves the store before the workers start."""
-    return environ.get("TORCHELASTIC_USE_AGENT_STORE", "") == "True"
 
 
 def _resolve(host: str, port: int) -> str:
