@@ -405,9 +405,31 @@ def test_torchrun_restarts_and_rendezvous() -> None:
     script = render(plan_for(cluster="puhti", gpus=8), max_restarts=1)
     assert "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))" in script
     assert (
-        '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT" --max_restarts=1 -- train.py'
-        in (launch_lines(script)[-1])
+        '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv_conf=is_host=false --max_restarts=1'
+        " -- train.py" in (launch_lines(script)[-1])
     )
+
+
+@pytest.mark.parametrize("mode", ["torchrun", "accelerate"])
+def test_each_multi_node_launch_has_a_rendezvous_store_held_by_the_batch_shell(mode: str) -> None:
+    """The launchers' exit barrier needs the store until every node has its answer
+    (pytorch#69520): the batch shell starts one before each launch and stops it after."""
+    script = render(plan_for(cluster="puhti", gpus=8, mode=mode))
+    assert 'python3 -m scaletrain.launch.rendezvous_store "$MASTER_ADDR" "$MASTER_PORT" &' in script
+    lines = [line.strip() for line in script.splitlines()]
+    launches = [n for n, line in enumerate(lines) if re.match(r"(if ! )?srun ", line)]
+    assert len(launches) == 2  # the preflight and training
+    for launch in launches:
+        assert lines[launch - 1] == "start_rendezvous_store"
+        assert "stop_rendezvous_store" in lines[launch:]
+    for line in launch_lines(script):
+        assert "is_host=false" in line
+    # The training's store is stopped once the training step has ended, whatever its end.
+    assert lines.index("stop_rendezvous_store", launches[1]) > lines.index('wait "$training"')
+    one_node = render(plan_for(cluster="puhti", gpus=4, mode=mode))
+    assert "rendezvous_store" not in one_node and "is_host" not in one_node
+    srun = render(plan_for(cluster="puhti", gpus=8, mode="srun"))
+    assert "rendezvous_store" not in srun
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN_JOBS))

@@ -213,6 +213,7 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
         "hang_limit": f"{options.hang_limit_s:g}",
         "hang_exit_status": HANG_EXIT_STATUS,
         "watchdog_module": in_job_modules.WATCHDOG,
+        "rendezvous_store_module": in_job_modules.RENDEZVOUS_STORE,
         "requeue_count_variable": variables.REQUEUE_COUNT,
         "run_dir_variable": variables.RUN_DIR,
         "software": software,

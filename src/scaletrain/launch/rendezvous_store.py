@@ -1,0 +1,96 @@
+"""The rendezvous store of one multi-node torchrun or accelerate launch, held by the job's
+batch shell instead of the first node's launcher.
+
+torchrun's agents wait for each other when their processes have ended (the exit barrier),
+on the rendezvous store. When the first node's agent holds the store, it may exit the moment
+it has the barrier's answer, while the last agent to arrive is still asking for it; that
+agent then logs "Error waiting on exit barrier ... Failed to recv" after a successful run
+(pytorch/pytorch#69520). Held here, the store lives until the launch has ended on every
+node; the launchers connect to it as clients (`--rdzv_conf=is_host=false`).
+
+    python3 -m scaletrain.launch.rendezvous_store HOST PORT
+
+Listens on HOST's own address, not on every interface: accelerate refuses to start on the
+first node when something listens on the port at localhost. Runs until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import ipaddress
+import signal
+import socket
+import sys
+
+# Connections the kernel queues before the store accepts them: one per agent, with room for
+# thousands of nodes joining at once.
+_BACKLOG = 4096
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on the address that `host` resolves to, as the launchers resolve it.
+
+    Where the name resolves to a loopback address here (a hosts file that maps the machine's
+    own name to 127.0.1.1), the other nodes reach it by another address: then every interface.
+    """
+    family, address = _own_address(host)
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    # The previous launch's store used this port a moment ago.
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((address, port))
+    listener.listen(_BACKLOG)
+    return listener
+
+
+def _own_address(host: str) -> tuple[socket.AddressFamily, str]:
+    family, _, _, _, address = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0]
+    if ipaddress.ip_address(address[0]).is_loopback:
+        return family, "::" if family == socket.AF_INET6 else "0.0.0.0"
+    return family, address[0]
+
+
+def serve(host: str, port: int) -> None:
+    """Hold the store until asked to stop."""
+    # Bound before torch's import (a second or more): a launcher that connects meanwhile
+    # waits in the queue instead of being refused.
+    listener = listening_socket(host, port)
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    # Blocked before the store starts its threads, which inherit the mask: the signal then
+    # reaches sigwait below, in this thread.
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    from torch.distributed import TCPStore
+
+    store = TCPStore(
+        host,
+        port,
+        is_master=True,
+        master_listen_fd=listener.fileno(),
+        wait_for_workers=False,
+        timeout=datetime.timedelta(seconds=60),
+    )
+    signal.sigwait(stop_signals)
+    del store
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m scaletrain.launch.rendezvous_store", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("host", help="the first node's name ($MASTER_ADDR)")
+    parser.add_argument("port", type=int, help="the rendezvous port ($MASTER_PORT)")
+    arguments = parser.parse_args(argv)
+    try:
+        serve(arguments.host, arguments.port)
+    except OSError as error:
+        print(
+            f"scaletrain: cannot hold the rendezvous store on {arguments.host}:{arguments.port}: "
+            f"{error}. HINT: another job on this node may use the port; submit again.",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
