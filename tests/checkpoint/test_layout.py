@@ -103,6 +103,24 @@ def test_damaged_checkpoints_are_set_aside_not_deleted(tmp_path: Path) -> None:
     assert store.complete() == []
     store.remove_unfinished()
     assert moved.is_dir() and again.is_dir()
+    assert store.damaged() == [moved, again]
+    assert CheckpointStore(tmp_path / "no-such-folder").damaged() == []
+
+
+def test_latest_names_no_checkpoint_when_its_pointer_is_wrong(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path / "checkpoints")
+    good = write_checkpoint(store, 10)
+    pointer = store.root / "LATEST"
+    # A pointer to a checkpoint that was deleted, or to one never published.
+    pointer.write_text("step-0000040\n")
+    assert store.latest() is None
+    write_checkpoint(store, 20, publish=False)
+    pointer.write_text(store.partial(20).name + "\n")
+    assert store.latest() is None
+    # Bytes that are no text at all (a torn write on a broken disk): no latest, no exception.
+    pointer.write_bytes(b"step-\xff\xfe\x00\n")
+    assert store.latest() is None
+    assert store.complete() == [good]
 
 
 def test_each_rank_checks_the_files_it_wrote_for_any_world_size() -> None:

@@ -6,6 +6,7 @@ import dataclasses
 import re
 import shlex
 import shutil
+import subprocess
 from importlib.resources import files
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.launch.shell_text import one_line
+from scaletrain.launch.shell_text import expandable, one_line
 from scaletrain.planning.memory import ModelSize
 from scaletrain.planning.modes import launch_modes
 from tests.conftest import REPO
@@ -101,6 +102,25 @@ def test_every_mode_and_shape_passes_shellcheck(cluster: str, tmp_path: Path) ->
     )  # fmt: skip
     assert len(scripts) == (27 if with_containers else 17)
     assert shellcheck(scripts, tmp_path) == ""
+
+
+def test_an_expandable_value_expands_variables_and_keeps_every_other_character() -> None:
+    """What bash makes of `export NAME=<value>` for values marked to expand at job time."""
+    values = {
+        "/scratch/$USER/hf": "/scratch/me/hf",
+        "${USER}-$(echo made)": "me-made",
+        'a\\b \\"c" \'d\' X': 'a\\b \\"c" \'d\' X',  # backslashes and quotes stay
+        "trailing\\": "trailing\\",
+    }
+    for value, expected in values.items():
+        program = f'export V={expandable(value)}; printf %s "$V"'
+        result = subprocess.run(
+            ["bash", "-c", program], capture_output=True, text=True, env={"USER": "me"}
+        )
+        assert (result.returncode, result.stdout) == (0, expected), (value, program)
+    for broken in ("one\ntwo", "one\rtwo"):
+        with pytest.raises(ScaletrainError, match="line break"):
+            expandable(broken)
 
 
 HOSTILE_ARGUMENTS = (
