@@ -4,15 +4,15 @@ which nothing else runs."""
 
 from __future__ import annotations
 
-import glob
-import tomllib
 from pathlib import Path
+
+from scaletrain.core.toml_text import parse_toml
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def mutation_settings() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+    return parse_toml((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
 
 
 def test_every_test_file_the_mutation_run_selects_exists() -> None:
@@ -25,5 +25,5 @@ def test_every_test_file_the_mutation_run_selects_exists() -> None:
 def test_every_module_pattern_the_mutation_run_mutates_matches_a_file() -> None:
     patterns = mutation_settings()["only_mutate"]
     assert patterns
-    unmatched = [pattern for pattern in patterns if not glob.glob(str(ROOT / pattern))]
+    unmatched = [pattern for pattern in patterns if not list(ROOT.glob(pattern))]
     assert not unmatched, f"no such module; update pyproject.toml [tool.mutmut]: {unmatched}"

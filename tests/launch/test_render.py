@@ -109,7 +109,7 @@ def test_an_expandable_value_expands_variables_and_keeps_every_other_character()
     values = {
         "/scratch/$USER/hf": "/scratch/me/hf",
         "${USER}-$(echo made)": "me-made",
-        'a\\b \\"c" \'d\' X': 'a\\b \\"c" \'d\' X',  # backslashes and quotes stay
+        "a\\b \\\"c\" 'd' X": "a\\b \\\"c\" 'd' X",  # backslashes and quotes stay
         "trailing\\": "trailing\\",
     }
     for value, expected in values.items():

@@ -23,13 +23,15 @@ import signal
 import socket
 import sys
 
+from scaletrain.runtime.network import store_address
+
 # Connections the kernel queues before the store accepts them: one per agent, with room for
 # thousands of nodes joining at once.
 _BACKLOG = 4096
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    """A socket listening on the address that `host` resolves to, as the launchers resolve it.
+    """A socket listening on the address of `host` that the launchers connect to.
 
     Where the name resolves to a loopback address here (a hosts file that maps the machine's
     own name to 127.0.1.1), the other nodes reach it by another address: then every interface.
@@ -44,10 +46,11 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def _own_address(host: str) -> tuple[socket.AddressFamily, str]:
-    family, _, _, _, address = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0]
-    if ipaddress.ip_address(address[0]).is_loopback:
+    address = store_address(host)
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    if ipaddress.ip_address(address).is_loopback:
         return family, "::" if family == socket.AF_INET6 else "0.0.0.0"
-    return family, address[0]
+    return family, address
 
 
 def serve(host: str, port: int) -> None:
@@ -59,9 +62,9 @@ def serve(host: str, port: int) -> None:
     # Blocked before the store starts its threads, which inherit the mask: the signal then
     # reaches sigwait below, in this thread.
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-    from torch.distributed import TCPStore
+    import torch.distributed as dist
 
-    store = TCPStore(
+    store = dist.TCPStore(  # type: ignore[attr-defined]  # public, re-exported from C++
         host,
         port,
         is_master=True,

@@ -135,6 +135,14 @@ def rendezvous_reachable(environ: Mapping[str, str], timeout_s: float) -> str:
         return f"{host}:{port}: {error.strerror or error}"
 
 
+def store_address(host: str, port: int = 0) -> str:
+    """The address of `host` that torch's store client connects to: IPv4 when the name has
+    both."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    infos.sort(key=lambda info: info[0] != socket.AF_INET)
+    return str(infos[0][4][0])
+
+
 def agent_hosts_store(environ: Mapping[str, str]) -> bool:
     """True under torchrun sharing its agent's store, which listens before the workers start;
     otherwise rank 0 opens the store inside its init (srun, mpirun, a store per attempt)."""

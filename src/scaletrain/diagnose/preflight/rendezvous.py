@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from scaletrain.diagnose.preflight.results import CheckResult, fail, ok
 from scaletrain.runtime.layout import ProcessLayout
-from scaletrain.runtime.network import agent_hosts_store
+from scaletrain.runtime.network import agent_hosts_store, store_address
 
 NAME = "rendezvous"
 # Pause between connection attempts while rank 0 is still starting, in seconds.
@@ -26,13 +26,6 @@ _FIX_ADDRESS = (
     "set MASTER_ADDR to the first host of the job, as every node resolves it: "
     'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
 )
-
-
-def _resolve(host: str, port: int) -> str:
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    # Prefer IPv4, as torch's TCPStore does when a name has both.
-    infos.sort(key=lambda info: info[0] != socket.AF_INET)
-    return str(infos[0][4][0])
 
 
 def _check_listen(address: str, port: int, where: str) -> CheckResult:
@@ -92,7 +85,7 @@ def check_rendezvous(
         return ok(NAME, "single process: no rendezvous")
     host, port, where = layout.master_addr, layout.master_port, socket.gethostname()
     try:
-        address = _resolve(host, port)
+        address = store_address(host, port)
     except socket.gaierror as error:
         return fail(NAME, f"MASTER_ADDR={host} does not resolve on {where}: {error}", _FIX_ADDRESS)
     if layout.num_nodes > 1 and ipaddress.ip_address(address.split("%")[0]).is_loopback:
