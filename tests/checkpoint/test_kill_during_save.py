@@ -12,7 +12,6 @@ per GPU: no launcher process to start 21 times, so the 20 attempts stay cheap.
 from __future__ import annotations
 
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from scaletrain.checkpoint.layout import CheckpointStore, step_of
 from scaletrain.checkpoint.manifest import Manifest, verify_files
 from scaletrain.checkpoint.safe_load import check_metadata
 from tests.checkpoint.conftest import RESUMABLE, assert_same_weights, pids, wait_for, weights
-from tests.conftest import PROCESS_TIMEOUT_S, clean_environ
+from tests.conftest import PROCESS_TIMEOUT_S, clean_environ, free_port
 
 pytestmark = pytest.mark.multiprocess
 
@@ -36,13 +35,6 @@ OPTIONS = ("--epochs", "30", "--width", "1024", "--every-steps", "1", "--keep", 
 # A kill comes this long (s, uniform) after the processes have resumed; a save takes about
 # as long as a step here, so kills fall inside and between writes.
 KILL_WITHIN_S = 0.6
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def start_ranks(run: Path, *options: str) -> list[subprocess.Popen[bytes]]:

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.conftest import PROCESS_TIMEOUT_S, REPO, clean_environ
+from tests.conftest import PROCESS_TIMEOUT_S, REPO, clean_environ, free_port
 
 # Started as files, as a launcher starts a script (python -m runs the same __main__.py).
 PREFLIGHT = REPO / "src" / "scaletrain" / "diagnose" / "preflight" / "__main__.py"
 BENCH = REPO / "src" / "scaletrain" / "diagnose" / "bench" / "__main__.py"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def start_ranks(
