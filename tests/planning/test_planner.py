@@ -236,3 +236,28 @@ def test_a_site_that_needs_exclusive_gets_it(tmp_path: Path) -> None:
         "--partition=gpu", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=64",
         "--gres=gpu:h100:4", "--mem=480G", "--time=1:00:00", "--exclusive",
     )  # fmt: skip
+
+
+def test_an_unknown_partition_is_refused_with_the_nearest_name_or_the_automatic_choice() -> None:
+    misspelt = refusal(gpus=8, partition="small")
+    assert misspelt.problem == "lumi has no partition 'small'; it has small-g, standard-g, dev-g."
+    assert misspelt.hint == "did you mean 'small-g'?"
+    unrelated = refusal("mahti", gpus=4, partition="batch")
+    assert unrelated.hint == "leave --partition out to choose one."
+
+
+def test_gpus_per_node_alone_means_one_node() -> None:
+    # Slurm's --nodes defaults to 1: --gpus-per-node 4 alone is 4 GPUs on one node.
+    decided = plan("puhti", gpus_per_node=4)
+    assert (decided.nodes, decided.gpus_per_node, decided.world_size) == (1, 4, 4)
+    assert "--nodes=1" in resource_options(decided)
+
+
+def test_a_job_beyond_a_partitions_gpu_and_node_limits_names_both() -> None:
+    # Mahti's gpumedium takes up to 6 nodes, 24 GPUs (docs.csc.fi batch-job-partitions).
+    error = refusal("mahti", gpus=28, partition="gpumedium")
+    assert error.problem == (
+        "28 GPUs on 7 nodes × 4 for 2:00:00 does not fit mahti gpumedium: "
+        "gpumedium takes at most 24 GPUs per job; gpumedium takes at most 6 nodes."
+    )
+    assert error.hint.startswith("ask for --gpus 24")
