@@ -34,6 +34,8 @@ def test_plan_round_trips_through_plan_toml(tmp_path: Path) -> None:
     assert resource_options(read_plan(folder.plan))[-1] == "--account=project_465000001"
     assert saved["environment"]["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1,hsn2,hsn3"
     assert saved["billing"]["total_units"] == 16.0
+    # 256 samples over 16 GPUs: 16 whole samples per GPU, written as a whole number.
+    assert "\nper_gpu_batch_size = 16\n" in folder.plan.read_text()
     assert "memory_gb_per_node" in saved and "container_image" not in saved  # None is left out
 
 

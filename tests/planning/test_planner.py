@@ -109,6 +109,10 @@ def test_time_above_the_partition_limit() -> None:
     # Chosen automatically, 2.5 days go to small-g (3 days), which also takes 2 nodes.
     assert plan(gpus=16, time="2-12:00:00").partition == "small-g"
     error = refusal(gpus=16, time="4-00:00:00")
+    assert error.problem == (
+        "No partition of lumi takes 16 GPUs on 2 nodes × 8 for 4-00:00:00: "
+        "small-g runs jobs for at most 3 days; standard-g runs jobs for at most 2 days."
+    )
     assert error.hint == "ask for --time 3-00:00:00 (resume from a checkpoint)."
 
 
@@ -159,6 +163,14 @@ def test_global_batch_that_cannot_be_split() -> None:
     assert error.hint == "use --global-batch-size 96 or 112, or a GPU count that divides 100."
     assert plan(gpus=16, global_batch_size=256, accumulation_steps=2).per_gpu_batch_size == 8
     assert refusal(gpus=16, global_batch_size=8).hint.startswith("use --global-batch-size 16,")
+    with_accumulation = refusal(gpus=16, global_batch_size=100, accumulation_steps=2)
+    assert with_accumulation.problem == (
+        "A global batch of 100 cannot be split evenly over 16 GPUs × 2 accumulation steps "
+        "(3.125 samples each)."
+    )
+    assert with_accumulation.hint == (
+        "use --global-batch-size 96 or 128, or a GPU count that divides 50."
+    )
 
 
 @pytest.mark.parametrize(
