@@ -58,7 +58,7 @@ def test_activations_of_a_transformer_with_and_without_recomputation() -> None:
     assert activation_bytes(ModelSize(parameters=10**9)) is None  # shape unknown
 
 
-def plan(gpus: int, size: ModelSize, cluster: str = "lumi", **request: object):  # type: ignore[no-untyped-def]
+def plan(gpus: int | None, size: ModelSize, cluster: str = "lumi", **request: object):  # type: ignore[no-untyped-def]
     return plan_job(
         Request(
             cluster=cluster, script="train.py", time="1:00:00", gpus=gpus, model=size, **request
@@ -76,6 +76,8 @@ def test_plan_suggests_ddp_when_it_fits_and_hsdp_across_nodes_otherwise() -> Non
     assert large.suggested_strategy == "hsdp"  # 2 nodes: only gradients cross between them
     assert plan(8, seven_b, global_batch_size=32).suggested_strategy == "fsdp"  # one node
     assert large.gpu_peak_tflops == 191.5 and large.gpu_memory_gb == 64
+    # A global batch of 64 over 16 GPUs is 4 samples per GPU in each forward pass.
+    assert large.memory_estimates[0].activations_gb == pytest.approx(34 * 2048 * 4 * 4096 * 32 / GB)
 
 
 def test_plan_says_how_many_gpus_a_model_that_does_not_fit_needs() -> None:
@@ -85,6 +87,37 @@ def test_plan_says_how_many_gpus_a_model_that_does_not_fit_needs() -> None:
         "A model of 70,000,000,000 parameters does not fit on 16 GPUs of 64 GB even with "
         "FSDP; try --gpus 24.",
     )
+
+
+def test_a_model_that_does_not_fit_gets_the_fixes_that_would_help() -> None:
+    # One LUMI node: FSDP needs 70 B × 16 bytes / N ≤ 0.85 × 64 GB per GCD, N ≥ 21: 3 nodes.
+    assert plan(8, ModelSize(parameters=70 * 10**9)).warnings == (
+        "A model of 70,000,000,000 parameters does not fit on 8 GPUs of 64 GB even with "
+        "FSDP; try --gpus 24.",
+    )
+    # 7 B in 32 layers of width 4096, 4096 tokens, 2 samples per GPU (4 over 2 GPUs): 36.5 GB
+    # of activations; FSDP's 112 GB of states fit beside them on 8 GPUs, not on 6.
+    shape = {"parameters": 7 * 10**9, "layers": 32, "width": 4096, "sequence_length": 4096}
+    two_gpus = {"nodes": 1, "gpus_per_node": 2, "global_batch_size": 4}
+    assert plan(None, ModelSize(**shape), **two_gpus).warnings == (
+        "A model of 7,000,000,000 parameters does not fit on 2 GPUs of 64 GB even with FSDP; "
+        "try --gpus 8, or --activation-checkpointing, or a smaller micro-batch.",
+    )
+    # Recomputed, 3.3 GB of activations: 4 GPUs suffice; checkpointing is already on.
+    recomputed = ModelSize(**shape, activation_checkpointing=True)
+    assert plan(None, recomputed, **two_gpus).warnings == (
+        "A model of 7,000,000,000 parameters does not fit on 2 GPUs of 64 GB even with FSDP; "
+        "try --gpus 4, or a smaller micro-batch.",
+    )
+
+
+def test_more_gpus_are_named_up_to_the_largest_lumi_partition() -> None:
+    # standard-g takes up to 1024 nodes, 8192 GCDs: 27.84 T parameters fit there (16 bytes
+    # each / 8192 = 54.375 GB ≤ 0.85 × 64 GB), 27.87 T need more nodes than LUMI has.
+    largest = plan(16, ModelSize(parameters=27_840 * 10**9))
+    assert largest.warnings[0].endswith("even with FSDP; try --gpus 8192.")
+    beyond = plan(16, ModelSize(parameters=27_870 * 10**9))
+    assert beyond.warnings[0].endswith("even with FSDP; try more GPUs.")
 
 
 def test_profiles_without_gpu_memory_say_so() -> None:

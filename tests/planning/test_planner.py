@@ -146,7 +146,11 @@ def test_more_than_a_node_has_is_refused() -> None:
         == "8 cores per GPU × 8 GPUs is more than the 56 cores a lumi node has for jobs."
     )
     assert error.hint == "ask for at most --cpus-per-gpu 7."
-    assert refusal(gpus=8, memory_gb_per_gpu=64).hint == "ask for at most --memory-per-gpu 60."
+    too_much_memory = refusal(gpus=8, memory_gb_per_gpu=64)
+    assert too_much_memory.problem == (
+        "64 GB per GPU × 8 GPUs is more than the 480 GB a lumi node has for jobs."
+    )
+    assert too_much_memory.hint == "ask for at most --memory-per-gpu 60."
 
 
 def test_memory_on_a_site_without_mem_is_reported_not_dropped_silently() -> None:
@@ -273,3 +277,24 @@ def test_a_job_beyond_a_partitions_gpu_and_node_limits_names_both() -> None:
         "gpumedium takes at most 24 GPUs per job; gpumedium takes at most 6 nodes."
     )
     assert error.hint.startswith("ask for --gpus 24")
+
+
+def test_the_plan_keeps_what_was_asked_and_what_the_site_has() -> None:
+    decided = plan(gpus=16, global_batch_size=256, accumulation_steps=2, mode="srun")
+    # plan.toml and `scaletrain plan` show these; training reads the GPU's peak for its MFU.
+    assert (decided.cluster, decided.accelerator, decided.mode) == ("lumi", "amd", "srun")
+    assert (decided.global_batch_size, decided.accumulation_steps) == (256, 2)
+    assert decided.per_gpu_batch_size == 8  # 256 / (16 GPUs × 2 steps)
+    assert (decided.cpus_per_task, decided.cpus_per_gpu) == (7, 7)
+    # One LUMI GCD: 64 GB of HBM2e, half an MI250X's 383 TFLOPS.
+    assert (decided.gpu_memory_gb, decided.gpu_peak_tflops) == (64, 191.5)
+    assert decided.partition_reason == "whole nodes on several nodes"
+    assert plan(gpus=2).partition_reason == "the first partition that takes this request"
+    assert plan(gpus=2, partition="small-g").partition_reason == "as asked"
+
+
+def test_a_partition_without_a_billing_rule_has_no_cost_estimate(tmp_path: Path) -> None:
+    text = MINIMAL.replace('billing = { rule = "sum", units_per_gpu_hour = 1 }\n', "")
+    profile = load_profile("site", user_site(tmp_path, "site", text))
+    decided = plan_job(Request(cluster="site", script="t.py", time="1:00:00", gpus=4), profile)
+    assert decided.billing is None
