@@ -298,3 +298,53 @@ def test_a_partition_without_a_billing_rule_has_no_cost_estimate(tmp_path: Path)
     profile = load_profile("site", user_site(tmp_path, "site", text))
     decided = plan_job(Request(cluster="site", script="t.py", time="1:00:00", gpus=4), profile)
     assert decided.billing is None
+
+
+def test_suggestions_keep_an_uneven_shape_on_a_partition_that_takes_it() -> None:
+    # small-g shares nodes: 2 nodes × 6 GCDs fit there as asked (and are chosen there unasked).
+    error = refusal(nodes=2, gpus_per_node=6, partition="standard-g")
+    assert error.problem == (
+        "12 GPUs on 2 nodes × 6 for 2:00:00 does not fit lumi standard-g: "
+        "standard-g allocates (and bills) whole nodes of 8 GPUs, not 6."
+    )
+    assert error.hint == "ask for --partition small-g, or --gpus 16, or --gpus 8."
+
+
+def test_suggestions_within_each_partitions_node_and_time_limits() -> None:
+    # 5 nodes for 2.5 days: small-g takes 4 nodes for 3 days, standard-g 2 days.
+    error = refusal(gpus=40, time="2-12:00:00")
+    assert error.problem == (
+        "No partition of lumi takes 40 GPUs on 5 nodes × 8 for 2-12:00:00: "
+        "small-g takes at most 4 nodes; standard-g runs jobs for at most 2 days."
+    )
+    assert error.hint == (
+        "ask for --time 2-00:00:00 (resume from a checkpoint), or --gpus 32, or --gpus 8."
+    )
+
+
+SITE_WITH_TEST_PARTITION = MINIMAL.replace(
+    '[partitions.gpu]\nmax_time = "2-00:00:00"\n',
+    '[partitions.test]\nmax_time = "15:00"\nauto = false\n'
+    '[partitions.gpu]\nmax_nodes = 4\nmax_gpus = 8\n',
+)
+
+
+def test_suggestions_on_a_site_with_a_test_partition_and_no_time_limit(tmp_path: Path) -> None:
+    profile = load_profile("site", user_site(tmp_path, "site", SITE_WITH_TEST_PARTITION))
+
+    def refused(**fields: Any) -> ScaletrainError:
+        with pytest.raises(ScaletrainError) as caught:
+            plan_job(Request(cluster="site", script="t.py", time="2:00:00", **fields), profile)
+        return caught.value
+
+    # The test partition, listed first, is only for those who ask for it; gpu has no time limit.
+    error = refused(gpus=16)
+    assert error.problem == (
+        "No partition of site takes 16 GPUs on 4 nodes × 4 for 2:00:00: "
+        "gpu takes at most 8 GPUs per job."
+    )
+    assert error.hint == "ask for --gpus 8, or --gpus 4."
+    # Two changes as near as each other: in the order of the options.
+    assert refused(gpus=4, partition="test").hint == (
+        "ask for --partition gpu, or --time 0:15:00 (resume from a checkpoint)."
+    )
