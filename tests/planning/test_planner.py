@@ -348,3 +348,23 @@ def test_suggestions_on_a_site_with_a_test_partition_and_no_time_limit(tmp_path:
     assert refused(gpus=4, partition="test").hint == (
         "ask for --partition gpu, or --time 0:15:00 (resume from a checkpoint)."
     )
+
+
+def test_a_partition_with_fewer_gpus_per_node_is_suggested_within_one_node(
+    tmp_path: Path,
+) -> None:
+    text = MINIMAL.replace(
+        '[partitions.gpu]\nmax_time = "2-00:00:00"\n',
+        '[partitions.shared]\nmax_time = "2-00:00:00"\nmax_gpus_per_node = 2\nmax_nodes = 2\n'
+        'billing = { rule = "sum", units_per_gpu_hour = 1 }\n'
+        '[partitions.gpu]\nmax_time = "2-00:00:00"\nmax_nodes = 3\n',
+    )
+    profile = load_profile("site", user_site(tmp_path, "site", text))
+    with pytest.raises(ScaletrainError) as caught:
+        plan_job(Request(cluster="site", script="t.py", time="2:00:00", gpus=16), profile)
+    assert caught.value.problem == (
+        "No partition of site takes 16 GPUs on 4 nodes × 4 for 2:00:00: "
+        "shared takes at most 2 GPUs per node; gpu takes at most 3 nodes."
+    )
+    # shared: 2 GPUs of one node; gpu: 3 whole nodes, or one node.
+    assert caught.value.hint == "ask for --gpus 12, or --gpus 4, or --gpus 2."
