@@ -378,13 +378,19 @@ def test_requeue_and_graceful_stop_lines() -> None:
     assert launch_lines(script)[-1] + " &\ntraining=$!\n" in joined
     assert joined.index('wait "$training"') > joined.index("training=$!")
     short = render(plan_for(cluster="puhti", gpus=8, time="10:00"), max_requeues=5)
-    assert "#SBATCH --signal=B:USR1@120" in short and "((restarts < 5))" in short
+    # A fifth of a 10-minute limit, in the whole seconds --signal takes.
+    assert "#SBATCH --signal=B:USR1@120\n" in short and "((restarts < 5))" in short
     never = render(plan_for(cluster="puhti", gpus=8), requeue=False)
     assert "--requeue" not in never and "scontrol requeue" not in never
     assert "requeuehold" not in never and "sbatch --parsable" not in never
     assert "#SBATCH --signal=B:USR1@300" in never  # still checkpoints before the limit
-    with pytest.raises(ScaletrainError, match="not shorter than the time limit"):
+    with pytest.raises(ScaletrainError) as caught:
         render(plan_for(cluster="puhti", gpus=8, time="10:00"), stop_margin_s=600)
+    assert caught.value.problem == (
+        "--stop-margin 600 s is not shorter than the time limit 0:10:00 (600 s): the job would "
+        "be asked to stop at once."
+    )
+    assert caught.value.hint.startswith("give a margin that leaves time to train, or leave it out")
 
 
 def test_hang_watchdog_lines() -> None:

@@ -325,7 +325,7 @@ def test_suggestions_within_each_partitions_node_and_time_limits() -> None:
 SITE_WITH_TEST_PARTITION = MINIMAL.replace(
     '[partitions.gpu]\nmax_time = "2-00:00:00"\n',
     '[partitions.test]\nmax_time = "15:00"\nauto = false\n'
-    '[partitions.gpu]\nmax_nodes = 4\nmax_gpus = 8\n',
+    "[partitions.gpu]\nmax_nodes = 4\nmax_gpus = 8\n",
 )
 
 
@@ -368,3 +368,16 @@ def test_a_partition_with_fewer_gpus_per_node_is_suggested_within_one_node(
     )
     # shared: 2 GPUs of one node; gpu: 3 whole nodes, or one node.
     assert caught.value.hint == "ask for --gpus 12, or --gpus 4, or --gpus 2."
+
+
+def test_cpu_processes_ask_for_no_gpus_even_where_the_profile_names_the_option(
+    tmp_path: Path,
+) -> None:
+    # A copy of a GPU site's profile set to accelerator = "cpu", e.g. to try jobs on CPUs.
+    text = MINIMAL.replace('accelerator = "nvidia"', 'accelerator = "cpu"')
+    profile = load_profile("site", user_site(tmp_path, "site", text))
+    decided = plan_job(Request(cluster="site", script="t.py", time="1:00:00", gpus=4), profile)
+    assert resource_options(decided) == (
+        "--partition=gpu", "--nodes=1", "--ntasks-per-node=1", "--cpus-per-task=64",
+        "--mem=480G", "--time=1:00:00",
+    )  # fmt: skip
