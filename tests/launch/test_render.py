@@ -14,13 +14,14 @@ import pytest
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.job_script import render_environment_check
 from scaletrain.launch.shell_text import expandable, one_line
 from scaletrain.planning.memory import ModelSize
 from scaletrain.planning.modes import launch_modes
 from tests.conftest import REPO
 from tests.support.doc_samples import blocks
 from tests.support.golden_jobs import GOLDEN_JOBS, expected_script, golden_file
-from tests.support.job_scripts import launch_lines, plan_for, render, shellcheck
+from tests.support.job_scripts import WORKDIR, launch_lines, plan_for, render, shellcheck
 
 MODES = list(launch_modes())
 # The cores nearest GCD 0..7 on LUMI (seed 003), as in the lumi profile.
@@ -481,3 +482,98 @@ def test_the_documented_excerpts_are_from_the_example_scripts(name: str) -> None
     # Each line of the excerpt is in the script, in the same order ("…" marks a cut).
     missing = [line for line in quoted if line not in lines]
     assert not missing, f"{name}: not in the script (or out of order): {missing[:3]}"
+
+
+def test_what_each_mode_exports_on_gpus_and_on_cpus() -> None:
+    def exports(script: str) -> set[str]:
+        return {
+            line.removeprefix("export ")
+            for line in script.splitlines()
+            if line.startswith("export ")
+        }
+
+    # accelerate runs its processes on CPUs when told so (the local test cluster has no GPUs),
+    # and the preflight then expects no GPU.
+    on_cpus = exports(render(plan_for(cluster="local", gpus=2, mode="accelerate")))
+    assert {"ACCELERATE_USE_CPU=true", "SCALETRAIN_EXPECTED_GPUS_PER_NODE=0"} <= on_cpus
+    on_gpus = exports(render(plan_for(cluster="puhti", gpus=4, mode="accelerate")))
+    assert "SCALETRAIN_EXPECTED_GPUS_PER_NODE=4" in on_gpus
+    assert not any(line.startswith("ACCELERATE_USE_CPU") for line in on_gpus)
+    # Restarting launchers need their own rendezvous store per restart; without restarts, not.
+    restarts = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
+    assert restarts in exports(render(plan_for(cluster="puhti", gpus=8), max_restarts=1))
+    assert restarts not in exports(render(plan_for(cluster="puhti", gpus=8), max_restarts=0))
+
+
+def test_cpu_masks_go_to_whoever_binds_the_processes() -> None:
+    """Whole LUMI nodes: srun binds one task per GCD (the preflight checks the masks);
+    torchrun's one task per node leaves binding to st.init(). Part of a node: no masks."""
+    exported = {}
+    for mode in ("torchrun", "srun"):
+        for gpus in (2, 16):
+            script = render(plan_for(cluster="lumi", mode=mode, gpus=gpus))
+            exported[mode, gpus] = {
+                name: re.findall(f"\\nexport {name}=(.*)\\n", script)
+                for name in ("SCALETRAIN_CPU_MASKS", "SCALETRAIN_EXPECTED_CPU_MASKS")
+            }
+    assert exported == {
+        ("torchrun", 16): {
+            "SCALETRAIN_CPU_MASKS": [LUMI_MASKS],
+            "SCALETRAIN_EXPECTED_CPU_MASKS": [],
+        },
+        ("srun", 16): {"SCALETRAIN_CPU_MASKS": [], "SCALETRAIN_EXPECTED_CPU_MASKS": [LUMI_MASKS]},
+        ("torchrun", 2): {"SCALETRAIN_CPU_MASKS": [], "SCALETRAIN_EXPECTED_CPU_MASKS": []},
+        ("srun", 2): {"SCALETRAIN_CPU_MASKS": [], "SCALETRAIN_EXPECTED_CPU_MASKS": []},
+    }
+
+
+def test_the_jobs_python_must_import_scaletrain_where_the_job_runs_its_code() -> None:
+    plan = plan_for(cluster="puhti", gpus=4)
+    nothing = {"preflight": False, "hang_limit_s": 0, "monitor_interval_s": None}
+    assert "\nif ! python3 - torch <<" in render(plan, **nothing)
+    for runs in (
+        {"preflight": True},  # scaletrain.diagnose.preflight
+        {"hang_limit_s": 60},  # the hang watchdog
+        {"monitor_interval_s": 5.0},  # the monitor's sampler
+        {"instrument": (("SCALETRAIN_MAX_STEPS", "10"),)},  # the instrumented entry
+    ):
+        assert "\nif ! python3 - scaletrain torch <<" in render(plan, **(nothing | runs)), runs
+
+
+def test_the_environment_check_sets_up_the_jobs_software_in_your_folder() -> None:
+    plan = plan_for(cluster="lumi", gpus=8, venv="/project/project_465000000/venv")
+    check = render_environment_check(plan, WORKDIR)
+    assert check.startswith("#!/bin/bash\ncd /scratch/project_465000000/me || exit 1\n")
+    assert "\nmodule load lumi-aif-singularity-bindings || " in check
+    assert "binds=/scratch/project_465000000/me,/project/project_465000000/venv\n" in check
+    assert "\nexport SINGULARITYENV_PREPEND_PATH=/project/project_465000000/venv/bin\n" in check
+    assert '\nif ! singularity run "$CONTAINER" python3 - scaletrain torch <<' in check
+    assert "#SBATCH" not in check and "srun" not in check  # a login node, no job
+
+
+def test_a_squashfs_venv_is_mounted_also_when_the_run_folder_is_elsewhere() -> None:
+    plan = plan_for(cluster="lumi", gpus=16, squashfs="/scratch/p/env.sqsh")
+    script = render(plan, folder=RunFolder(Path("/flash/p/runs/mnist")))
+    binds = "/scratch/project_465000000/me,/flash/p/runs/mnist,"
+    assert f"binds={binds}/scratch/p/env.sqsh:/user-software:image-src=/\n" in script
+
+
+def test_job_options_refuse_negative_values() -> None:
+    plan = plan_for(cluster="puhti", gpus=4)
+    for option, value in (
+        ("stop_margin_s", -1),
+        ("max_requeues", -1),
+        ("max_restarts", -1),
+        ("hang_limit_s", -1),
+    ):
+        with pytest.raises(ScaletrainError) as caught:
+            render(plan, **{option: value})
+        name = {"stop_margin_s": "--stop-margin", "hang_limit_s": "--hang-limit"}.get(
+            option, "--" + option.replace("_", "-")
+        )
+        assert caught.value.problem == f"{name} -1 is negative.", option
+        assert caught.value.hint == f"give {name} 0 or more.", option
+    # 0 is allowed: no requeue, no restart, no hang watchdog; a margin of 0 s stops at the limit.
+    assert "#SBATCH --signal=B:USR1@0\n" in render(
+        plan, stop_margin_s=0, max_requeues=0, max_restarts=0, hang_limit_s=0
+    )
