@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -296,15 +297,55 @@ def test_a_venv_over_a_module_is_activated_after_the_load() -> None:
 
 
 def test_software_choices_that_cannot_work_are_errors(tmp_path: Path) -> None:
-    with pytest.raises(ScaletrainError, match="needs a stack that runs containers"):
-        render(plan_for(cluster="local", gpus=2, container_image="pytorch.sif"))
-    with pytest.raises(ScaletrainError, match="mounts into a container"):
-        render(plan_for(cluster="puhti", gpus=2, squashfs="env.sqsh"))
-    with pytest.raises(ScaletrainError, match="no software stack called 'laif'"):
-        render(plan_for(cluster="puhti", gpus=2, stack="laif"))
+    def refusal(**request: Any) -> ScaletrainError:
+        with pytest.raises(ScaletrainError) as caught:
+            render(plan_for(**request))
+        return caught.value
+
+    no_runtime = refusal(cluster="local", gpus=2, container_image="pytorch.sif")
+    assert no_runtime.problem == (
+        "--container needs a stack that runs containers, and local's stack 'pytorch' does not."
+    )
+    assert no_runtime.hint == (
+        "add a stack with container_command (e.g. 'apptainer exec') to the profile, or leave "
+        "out --container."
+    )
+    # Puhti's default stack is a module: nothing to mount a squashfs venv or a folder into.
+    for option, request in (
+        ("--squashfs", {"squashfs": "env.sqsh"}),
+        ("--bind", {"binds": ("/d",)}),
+    ):
+        no_container = refusal(cluster="puhti", gpus=2, **request)
+        assert no_container.problem == (
+            f"{option} mounts into a container, but the job runs without one (stack 'pytorch')."
+        )
+        assert no_container.hint == (
+            "add --container IMAGE (or a stack with an image), or use --venv for a venv over a "
+            "module."
+        )
+    both = refusal(cluster="lumi", gpus=8, squashfs="env.sqsh", venv="/project/p/venv")
+    assert both.problem == "--squashfs and --venv both name your packages."
+    assert both.hint == (
+        "give one: --squashfs venv.sqsh (the venv packed with mksquashfs) or --venv FOLDER."
+    )
+    unknown = refusal(cluster="puhti", gpus=2, stack="laif")
+    assert (
+        unknown.problem == "puhti has no software stack called 'laif' (known: pytorch, apptainer)."
+    )
     elsewhere = RunFolder(Path("/scratch/a,b/runs/mnist"))
     with pytest.raises(ScaletrainError, match="cannot be bound into a container"):
         render(plan_for(cluster="lumi", gpus=8, container_image="x.sif"), folder=elsewhere)
+
+
+def test_your_binds_reach_the_container_after_the_jobs_own_folders() -> None:
+    script = render(plan_for(cluster="lumi", gpus=16, binds=("/flash/p/data:/data",)))
+    assert "binds=/scratch/project_465000000/me,/flash/p/data:/data\n" in script
+
+
+def test_a_container_stack_without_an_image_runs_no_container() -> None:
+    plan = plan_for(cluster="puhti", gpus=4, stack="apptainer")
+    assert (plan.software.container_image, plan.software.container_command) == (None, None)
+    assert "apptainer exec" not in render(plan)  # plan.toml and the job script agree
 
 
 def test_unconverted_scripts_get_what_their_own_launcher_gives() -> None:
@@ -331,8 +372,13 @@ def test_precision_is_the_users() -> None:
     assert "--mixed_precision=bf16 " in launch_lines(bf16)[-1]
     fp32 = render(plan_for(cluster="puhti", mode="accelerate", gpus=8, precision="fp32"))
     assert "--mixed_precision=no " in launch_lines(fp32)[-1]  # accelerate's word for fp32
-    with pytest.raises(ScaletrainError, match="torchrun's launcher takes no precision"):
+    with pytest.raises(ScaletrainError) as caught:
         plan_for(cluster="puhti", gpus=8, precision="bf16")
+    assert caught.value.problem == (
+        "--precision is given, but torchrun's launcher takes no precision: your script or its "
+        "config decides it."
+    )
+    assert caught.value.hint.endswith("or use --mode accelerate.")
     # With a model to estimate, --precision is the estimate's: the launcher still gets none.
     model = ModelSize(parameters=10**9, precision="fp32")
     estimated = plan_for(cluster="puhti", gpus=8, precision="fp32", model=model)

@@ -11,6 +11,7 @@ from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.toml_text import parse_toml
 from scaletrain.launch.job_script import resource_options
+from scaletrain.planning.extras import JobExtras
 from scaletrain.planning.plan import read_plan, write_plan
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
@@ -48,6 +49,23 @@ def test_plan_without_optional_fields_round_trips(tmp_path: Path) -> None:
     assert read_plan(tmp_path / "plan.toml") == plan
 
 
+HINT = (
+    "move that file away (or choose another --name) to submit the run with a new plan; "
+    "it was left as it is."
+)
+
+
+def test_a_shell_command_of_several_lines_stays_readable_in_plan_toml(tmp_path: Path) -> None:
+    loop = "for f in a b; do\n  cp $f /tmp\ndone"
+    request = Request(
+        cluster="puhti", script="t.py", time="1:00:00", gpus=4, extras=JobExtras(before=(loop,))
+    )
+    plan = plan_job(request, load_profile("puhti", {}))
+    write_plan(plan, tmp_path / "plan.toml")
+    assert '"""\nfor f in a b; do\n  cp $f /tmp\ndone"""' in (tmp_path / "plan.toml").read_text()
+    assert read_plan(tmp_path / "plan.toml") == plan
+
+
 def test_damaged_plan_names_the_field_and_is_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "plan.toml"
     write_plan(lumi_plan(), path)
@@ -59,4 +77,20 @@ def test_damaged_plan_names_the_field_and_is_left_alone(tmp_path: Path) -> None:
         f"{path} is not a plan scaletrain can read: nodes: Input should be a valid integer, "
         "unable to parse string as an integer."
     )
+    assert caught.value.hint == HINT
     assert path.read_text() == damaged
+
+
+def test_a_plan_that_is_not_toml_or_not_text_is_named_with_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "plan.toml"
+    path.write_text('nodes = "2\n')
+    with pytest.raises(ScaletrainError) as caught:
+        read_plan(path)
+    assert caught.value.problem.startswith(f"{path} is not a plan scaletrain can read: ")
+    assert "line 1" in caught.value.problem  # TOML's own account of where
+    assert caught.value.hint == HINT
+    path.write_bytes(b"nodes = 2\n\xff\n")
+    with pytest.raises(ScaletrainError) as caught:
+        read_plan(path)
+    assert "is not UTF-8 text" in caught.value.problem
+    assert caught.value.hint == HINT

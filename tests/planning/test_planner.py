@@ -381,3 +381,11 @@ def test_cpu_processes_ask_for_no_gpus_even_where_the_profile_names_the_option(
         "--partition=gpu", "--nodes=1", "--ntasks-per-node=1", "--cpus-per-task=64",
         "--mem=480G", "--time=1:00:00",
     )  # fmt: skip
+
+
+def test_a_variable_name_the_shell_cannot_export_is_refused() -> None:
+    for name in ("1X", "MY-VAR", "A B", ""):
+        error = refusal(gpus=8, environment={name: "1"})
+        assert error.problem == f"{name!r} is not an environment variable name.", name
+        assert error.hint == "write --env NAME=VALUE with a name of letters, digits and _."
+    assert plan(gpus=8, environment={"_My_Var2": "1"}).environment["_My_Var2"] == "1"
