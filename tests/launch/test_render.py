@@ -335,6 +335,9 @@ def test_software_choices_that_cannot_work_are_errors(tmp_path: Path) -> None:
     elsewhere = RunFolder(Path("/scratch/a,b/runs/mnist"))
     with pytest.raises(ScaletrainError, match="cannot be bound into a container"):
         render(plan_for(cluster="lumi", gpus=8, container_image="x.sif"), folder=elsewhere)
+    # Singularity reads ':' as the separator of source and destination.
+    with pytest.raises(ScaletrainError, match="cannot be bound into a container"):
+        render(plan_for(cluster="lumi", gpus=8), folder=RunFolder(Path("/scratch/a:b/runs/x")))
 
 
 def test_your_binds_reach_the_container_after_the_jobs_own_folders() -> None:
@@ -623,3 +626,19 @@ def test_job_options_refuse_negative_values() -> None:
     assert "#SBATCH --signal=B:USR1@0\n" in render(
         plan, stop_margin_s=0, max_requeues=0, max_restarts=0, hang_limit_s=0
     )
+
+
+def test_the_instrumented_entry_runs_your_script_with_its_arguments() -> None:
+    plan = plan_for(cluster="puhti", gpus=4, script_args=("--lr", "1"))
+    script = render(plan, instrument=(("SCALETRAIN_MAX_STEPS", "10"),))
+    assert launch_lines(script)[-1].endswith(
+        "--module -- scaletrain.observe.instrument train.py --lr 1"
+    )
+    assert "\nexport SCALETRAIN_MAX_STEPS=10\n" in script
+
+
+def test_a_missing_package_hint_points_to_the_sites_guide() -> None:
+    lumi = render(plan_for(cluster="lumi", gpus=16, stack="csc"))
+    assert "(docs/site-lumi.md)." in lumi
+    puhti = render(plan_for(cluster="puhti", gpus=4, venv="none"))
+    assert "(docs/site-puhti-mahti.md)." in puhti
