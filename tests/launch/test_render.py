@@ -9,18 +9,20 @@ import shutil
 import subprocess
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.job_script import render_environment_check
 from scaletrain.launch.shell_text import expandable, one_line
 from scaletrain.planning.memory import ModelSize
 from scaletrain.planning.modes import launch_modes
 from tests.conftest import REPO
 from tests.support.doc_samples import blocks
 from tests.support.golden_jobs import GOLDEN_JOBS, expected_script, golden_file
-from tests.support.job_scripts import launch_lines, plan_for, render, shellcheck
+from tests.support.job_scripts import WORKDIR, launch_lines, plan_for, render, shellcheck
 
 MODES = list(launch_modes())
 # The cores nearest GCD 0..7 on LUMI (seed 003), as in the lumi profile.
@@ -295,15 +297,58 @@ def test_a_venv_over_a_module_is_activated_after_the_load() -> None:
 
 
 def test_software_choices_that_cannot_work_are_errors(tmp_path: Path) -> None:
-    with pytest.raises(ScaletrainError, match="needs a stack that runs containers"):
-        render(plan_for(cluster="local", gpus=2, container_image="pytorch.sif"))
-    with pytest.raises(ScaletrainError, match="mounts into a container"):
-        render(plan_for(cluster="puhti", gpus=2, squashfs="env.sqsh"))
-    with pytest.raises(ScaletrainError, match="no software stack called 'laif'"):
-        render(plan_for(cluster="puhti", gpus=2, stack="laif"))
+    def refusal(**request: Any) -> ScaletrainError:
+        with pytest.raises(ScaletrainError) as caught:
+            render(plan_for(**request))
+        return caught.value
+
+    no_runtime = refusal(cluster="local", gpus=2, container_image="pytorch.sif")
+    assert no_runtime.problem == (
+        "--container needs a stack that runs containers, and local's stack 'pytorch' does not."
+    )
+    assert no_runtime.hint == (
+        "add a stack with container_command (e.g. 'apptainer exec') to the profile, or leave "
+        "out --container."
+    )
+    # Puhti's default stack is a module: nothing to mount a squashfs venv or a folder into.
+    for option, request in (
+        ("--squashfs", {"squashfs": "env.sqsh"}),
+        ("--bind", {"binds": ("/d",)}),
+    ):
+        no_container = refusal(cluster="puhti", gpus=2, **request)
+        assert no_container.problem == (
+            f"{option} mounts into a container, but the job runs without one (stack 'pytorch')."
+        )
+        assert no_container.hint == (
+            "add --container IMAGE (or a stack with an image), or use --venv for a venv over a "
+            "module."
+        )
+    both = refusal(cluster="lumi", gpus=8, squashfs="env.sqsh", venv="/project/p/venv")
+    assert both.problem == "--squashfs and --venv both name your packages."
+    assert both.hint == (
+        "give one: --squashfs venv.sqsh (the venv packed with mksquashfs) or --venv FOLDER."
+    )
+    unknown = refusal(cluster="puhti", gpus=2, stack="laif")
+    assert (
+        unknown.problem == "puhti has no software stack called 'laif' (known: pytorch, apptainer)."
+    )
     elsewhere = RunFolder(Path("/scratch/a,b/runs/mnist"))
     with pytest.raises(ScaletrainError, match="cannot be bound into a container"):
         render(plan_for(cluster="lumi", gpus=8, container_image="x.sif"), folder=elsewhere)
+    # Singularity reads ':' as the separator of source and destination.
+    with pytest.raises(ScaletrainError, match="cannot be bound into a container"):
+        render(plan_for(cluster="lumi", gpus=8), folder=RunFolder(Path("/scratch/a:b/runs/x")))
+
+
+def test_your_binds_reach_the_container_after_the_jobs_own_folders() -> None:
+    script = render(plan_for(cluster="lumi", gpus=16, binds=("/flash/p/data:/data",)))
+    assert "binds=/scratch/project_465000000/me,/flash/p/data:/data\n" in script
+
+
+def test_a_container_stack_without_an_image_runs_no_container() -> None:
+    plan = plan_for(cluster="puhti", gpus=4, stack="apptainer")
+    assert (plan.software.container_image, plan.software.container_command) == (None, None)
+    assert "apptainer exec" not in render(plan)  # plan.toml and the job script agree
 
 
 def test_unconverted_scripts_get_what_their_own_launcher_gives() -> None:
@@ -330,8 +375,13 @@ def test_precision_is_the_users() -> None:
     assert "--mixed_precision=bf16 " in launch_lines(bf16)[-1]
     fp32 = render(plan_for(cluster="puhti", mode="accelerate", gpus=8, precision="fp32"))
     assert "--mixed_precision=no " in launch_lines(fp32)[-1]  # accelerate's word for fp32
-    with pytest.raises(ScaletrainError, match="torchrun's launcher takes no precision"):
+    with pytest.raises(ScaletrainError) as caught:
         plan_for(cluster="puhti", gpus=8, precision="bf16")
+    assert caught.value.problem == (
+        "--precision is given, but torchrun's launcher takes no precision: your script or its "
+        "config decides it."
+    )
+    assert caught.value.hint.endswith("or use --mode accelerate.")
     # With a model to estimate, --precision is the estimate's: the launcher still gets none.
     model = ModelSize(parameters=10**9, precision="fp32")
     estimated = plan_for(cluster="puhti", gpus=8, precision="fp32", model=model)
@@ -378,13 +428,19 @@ def test_requeue_and_graceful_stop_lines() -> None:
     assert launch_lines(script)[-1] + " &\ntraining=$!\n" in joined
     assert joined.index('wait "$training"') > joined.index("training=$!")
     short = render(plan_for(cluster="puhti", gpus=8, time="10:00"), max_requeues=5)
-    assert "#SBATCH --signal=B:USR1@120" in short and "((restarts < 5))" in short
+    # A fifth of a 10-minute limit, in the whole seconds --signal takes.
+    assert "#SBATCH --signal=B:USR1@120\n" in short and "((restarts < 5))" in short
     never = render(plan_for(cluster="puhti", gpus=8), requeue=False)
     assert "--requeue" not in never and "scontrol requeue" not in never
     assert "requeuehold" not in never and "sbatch --parsable" not in never
     assert "#SBATCH --signal=B:USR1@300" in never  # still checkpoints before the limit
-    with pytest.raises(ScaletrainError, match="not shorter than the time limit"):
+    with pytest.raises(ScaletrainError) as caught:
         render(plan_for(cluster="puhti", gpus=8, time="10:00"), stop_margin_s=600)
+    assert caught.value.problem == (
+        "--stop-margin 600 s is not shorter than the time limit 0:10:00 (600 s): the job would "
+        "be asked to stop at once."
+    )
+    assert caught.value.hint.startswith("give a margin that leaves time to train, or leave it out")
 
 
 def test_hang_watchdog_lines() -> None:
@@ -475,3 +531,114 @@ def test_the_documented_excerpts_are_from_the_example_scripts(name: str) -> None
     # Each line of the excerpt is in the script, in the same order ("…" marks a cut).
     missing = [line for line in quoted if line not in lines]
     assert not missing, f"{name}: not in the script (or out of order): {missing[:3]}"
+
+
+def test_what_each_mode_exports_on_gpus_and_on_cpus() -> None:
+    def exports(script: str) -> set[str]:
+        return {
+            line.removeprefix("export ")
+            for line in script.splitlines()
+            if line.startswith("export ")
+        }
+
+    # accelerate runs its processes on CPUs when told so (the local test cluster has no GPUs),
+    # and the preflight then expects no GPU.
+    on_cpus = exports(render(plan_for(cluster="local", gpus=2, mode="accelerate")))
+    assert {"ACCELERATE_USE_CPU=true", "SCALETRAIN_EXPECTED_GPUS_PER_NODE=0"} <= on_cpus
+    on_gpus = exports(render(plan_for(cluster="puhti", gpus=4, mode="accelerate")))
+    assert "SCALETRAIN_EXPECTED_GPUS_PER_NODE=4" in on_gpus
+    assert not any(line.startswith("ACCELERATE_USE_CPU") for line in on_gpus)
+    # Restarting launchers need their own rendezvous store per restart; without restarts, not.
+    restarts = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
+    assert restarts in exports(render(plan_for(cluster="puhti", gpus=8), max_restarts=1))
+    assert restarts not in exports(render(plan_for(cluster="puhti", gpus=8), max_restarts=0))
+
+
+def test_cpu_masks_go_to_whoever_binds_the_processes() -> None:
+    """Whole LUMI nodes: srun binds one task per GCD (the preflight checks the masks);
+    torchrun's one task per node leaves binding to st.init(). Part of a node: no masks."""
+    exported = {}
+    for mode in ("torchrun", "srun"):
+        for gpus in (2, 16):
+            script = render(plan_for(cluster="lumi", mode=mode, gpus=gpus))
+            exported[mode, gpus] = {
+                name: re.findall(f"\\nexport {name}=(.*)\\n", script)
+                for name in ("SCALETRAIN_CPU_MASKS", "SCALETRAIN_EXPECTED_CPU_MASKS")
+            }
+    assert exported == {
+        ("torchrun", 16): {
+            "SCALETRAIN_CPU_MASKS": [LUMI_MASKS],
+            "SCALETRAIN_EXPECTED_CPU_MASKS": [],
+        },
+        ("srun", 16): {"SCALETRAIN_CPU_MASKS": [], "SCALETRAIN_EXPECTED_CPU_MASKS": [LUMI_MASKS]},
+        ("torchrun", 2): {"SCALETRAIN_CPU_MASKS": [], "SCALETRAIN_EXPECTED_CPU_MASKS": []},
+        ("srun", 2): {"SCALETRAIN_CPU_MASKS": [], "SCALETRAIN_EXPECTED_CPU_MASKS": []},
+    }
+
+
+def test_the_jobs_python_must_import_scaletrain_where_the_job_runs_its_code() -> None:
+    plan = plan_for(cluster="puhti", gpus=4)
+    nothing = {"preflight": False, "hang_limit_s": 0, "monitor_interval_s": None}
+    assert "\nif ! python3 - torch <<" in render(plan, **nothing)
+    for runs in (
+        {"preflight": True},  # scaletrain.diagnose.preflight
+        {"hang_limit_s": 60},  # the hang watchdog
+        {"monitor_interval_s": 5.0},  # the monitor's sampler
+        {"instrument": (("SCALETRAIN_MAX_STEPS", "10"),)},  # the instrumented entry
+    ):
+        assert "\nif ! python3 - scaletrain torch <<" in render(plan, **(nothing | runs)), runs
+
+
+def test_the_environment_check_sets_up_the_jobs_software_in_your_folder() -> None:
+    plan = plan_for(cluster="lumi", gpus=8, venv="/project/project_465000000/venv")
+    check = render_environment_check(plan, WORKDIR)
+    assert check.startswith("#!/bin/bash\ncd /scratch/project_465000000/me || exit 1\n")
+    assert "\nmodule load lumi-aif-singularity-bindings || " in check
+    assert "binds=/scratch/project_465000000/me,/project/project_465000000/venv\n" in check
+    assert "\nexport SINGULARITYENV_PREPEND_PATH=/project/project_465000000/venv/bin\n" in check
+    assert '\nif ! singularity run "$CONTAINER" python3 - scaletrain torch <<' in check
+    assert "#SBATCH" not in check and "srun" not in check  # a login node, no job
+
+
+def test_a_squashfs_venv_is_mounted_also_when_the_run_folder_is_elsewhere() -> None:
+    plan = plan_for(cluster="lumi", gpus=16, squashfs="/scratch/p/env.sqsh")
+    script = render(plan, folder=RunFolder(Path("/flash/p/runs/mnist")))
+    binds = "/scratch/project_465000000/me,/flash/p/runs/mnist,"
+    assert f"binds={binds}/scratch/p/env.sqsh:/user-software:image-src=/\n" in script
+
+
+def test_job_options_refuse_negative_values() -> None:
+    plan = plan_for(cluster="puhti", gpus=4)
+    for option, value in (
+        ("stop_margin_s", -1),
+        ("max_requeues", -1),
+        ("max_restarts", -1),
+        ("hang_limit_s", -1),
+    ):
+        with pytest.raises(ScaletrainError) as caught:
+            render(plan, **{option: value})
+        name = {"stop_margin_s": "--stop-margin", "hang_limit_s": "--hang-limit"}.get(
+            option, "--" + option.replace("_", "-")
+        )
+        assert caught.value.problem == f"{name} -1 is negative.", option
+        assert caught.value.hint == f"give {name} 0 or more.", option
+    # 0 is allowed: no requeue, no restart, no hang watchdog; a margin of 0 s stops at the limit.
+    assert "#SBATCH --signal=B:USR1@0\n" in render(
+        plan, stop_margin_s=0, max_requeues=0, max_restarts=0, hang_limit_s=0
+    )
+
+
+def test_the_instrumented_entry_runs_your_script_with_its_arguments() -> None:
+    plan = plan_for(cluster="puhti", gpus=4, script_args=("--lr", "1"))
+    script = render(plan, instrument=(("SCALETRAIN_MAX_STEPS", "10"),))
+    assert launch_lines(script)[-1].endswith(
+        "--module -- scaletrain.observe.instrument train.py --lr 1"
+    )
+    assert "\nexport SCALETRAIN_MAX_STEPS=10\n" in script
+
+
+def test_a_missing_package_hint_points_to_the_sites_guide() -> None:
+    lumi = render(plan_for(cluster="lumi", gpus=16, stack="csc"))
+    assert "(docs/site-lumi.md)." in lumi
+    puhti = render(plan_for(cluster="puhti", gpus=4, venv="none"))
+    assert "(docs/site-puhti-mahti.md)." in puhti

@@ -11,6 +11,7 @@ from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.toml_text import parse_toml
 from scaletrain.launch.job_script import resource_options
+from scaletrain.planning.extras import JobExtras
 from scaletrain.planning.plan import read_plan, write_plan
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
@@ -34,6 +35,8 @@ def test_plan_round_trips_through_plan_toml(tmp_path: Path) -> None:
     assert resource_options(read_plan(folder.plan))[-1] == "--account=project_465000001"
     assert saved["environment"]["NCCL_SOCKET_IFNAME"] == "hsn0,hsn1,hsn2,hsn3"
     assert saved["billing"]["total_units"] == 16.0
+    # 256 samples over 16 GPUs: 16 whole samples per GPU, written as a whole number.
+    assert "\nper_gpu_batch_size = 16\n" in folder.plan.read_text()
     assert "memory_gb_per_node" in saved and "container_image" not in saved  # None is left out
 
 
@@ -43,6 +46,23 @@ def test_plan_without_optional_fields_round_trips(tmp_path: Path) -> None:
     )
     assert plan.billing is None and plan.memory_gb_per_node is None
     write_plan(plan, tmp_path / "plan.toml")
+    assert read_plan(tmp_path / "plan.toml") == plan
+
+
+HINT = (
+    "move that file away (or choose another --name) to submit the run with a new plan; "
+    "it was left as it is."
+)
+
+
+def test_a_shell_command_of_several_lines_stays_readable_in_plan_toml(tmp_path: Path) -> None:
+    loop = "for f in a b; do\n  cp $f /tmp\ndone"
+    request = Request(
+        cluster="puhti", script="t.py", time="1:00:00", gpus=4, extras=JobExtras(before=(loop,))
+    )
+    plan = plan_job(request, load_profile("puhti", {}))
+    write_plan(plan, tmp_path / "plan.toml")
+    assert '"""\nfor f in a b; do\n  cp $f /tmp\ndone"""' in (tmp_path / "plan.toml").read_text()
     assert read_plan(tmp_path / "plan.toml") == plan
 
 
@@ -57,4 +77,20 @@ def test_damaged_plan_names_the_field_and_is_left_alone(tmp_path: Path) -> None:
         f"{path} is not a plan scaletrain can read: nodes: Input should be a valid integer, "
         "unable to parse string as an integer."
     )
+    assert caught.value.hint == HINT
     assert path.read_text() == damaged
+
+
+def test_a_plan_that_is_not_toml_or_not_text_is_named_with_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "plan.toml"
+    path.write_text('nodes = "2\n')
+    with pytest.raises(ScaletrainError) as caught:
+        read_plan(path)
+    assert caught.value.problem.startswith(f"{path} is not a plan scaletrain can read: ")
+    assert "line 1" in caught.value.problem  # TOML's own account of where
+    assert caught.value.hint == HINT
+    path.write_bytes(b"nodes = 2\n\xff\n")
+    with pytest.raises(ScaletrainError) as caught:
+        read_plan(path)
+    assert "is not UTF-8 text" in caught.value.problem
+    assert caught.value.hint == HINT

@@ -109,6 +109,10 @@ def test_time_above_the_partition_limit() -> None:
     # Chosen automatically, 2.5 days go to small-g (3 days), which also takes 2 nodes.
     assert plan(gpus=16, time="2-12:00:00").partition == "small-g"
     error = refusal(gpus=16, time="4-00:00:00")
+    assert error.problem == (
+        "No partition of lumi takes 16 GPUs on 2 nodes × 8 for 4-00:00:00: "
+        "small-g runs jobs for at most 3 days; standard-g runs jobs for at most 2 days."
+    )
     assert error.hint == "ask for --time 3-00:00:00 (resume from a checkpoint)."
 
 
@@ -142,7 +146,11 @@ def test_more_than_a_node_has_is_refused() -> None:
         == "8 cores per GPU × 8 GPUs is more than the 56 cores a lumi node has for jobs."
     )
     assert error.hint == "ask for at most --cpus-per-gpu 7."
-    assert refusal(gpus=8, memory_gb_per_gpu=64).hint == "ask for at most --memory-per-gpu 60."
+    too_much_memory = refusal(gpus=8, memory_gb_per_gpu=64)
+    assert too_much_memory.problem == (
+        "64 GB per GPU × 8 GPUs is more than the 480 GB a lumi node has for jobs."
+    )
+    assert too_much_memory.hint == "ask for at most --memory-per-gpu 60."
 
 
 def test_memory_on_a_site_without_mem_is_reported_not_dropped_silently() -> None:
@@ -159,6 +167,14 @@ def test_global_batch_that_cannot_be_split() -> None:
     assert error.hint == "use --global-batch-size 96 or 112, or a GPU count that divides 100."
     assert plan(gpus=16, global_batch_size=256, accumulation_steps=2).per_gpu_batch_size == 8
     assert refusal(gpus=16, global_batch_size=8).hint.startswith("use --global-batch-size 16,")
+    with_accumulation = refusal(gpus=16, global_batch_size=100, accumulation_steps=2)
+    assert with_accumulation.problem == (
+        "A global batch of 100 cannot be split evenly over 16 GPUs × 2 accumulation steps "
+        "(3.125 samples each)."
+    )
+    assert with_accumulation.hint == (
+        "use --global-batch-size 96 or 128, or a GPU count that divides 50."
+    )
 
 
 @pytest.mark.parametrize(
@@ -236,3 +252,140 @@ def test_a_site_that_needs_exclusive_gets_it(tmp_path: Path) -> None:
         "--partition=gpu", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=64",
         "--gres=gpu:h100:4", "--mem=480G", "--time=1:00:00", "--exclusive",
     )  # fmt: skip
+
+
+def test_an_unknown_partition_is_refused_with_the_nearest_name_or_the_automatic_choice() -> None:
+    misspelt = refusal(gpus=8, partition="small")
+    assert misspelt.problem == "lumi has no partition 'small'; it has small-g, standard-g, dev-g."
+    assert misspelt.hint == "did you mean 'small-g'?"
+    unrelated = refusal("mahti", gpus=4, partition="batch")
+    assert unrelated.hint == "leave --partition out to choose one."
+
+
+def test_gpus_per_node_alone_means_one_node() -> None:
+    # Slurm's --nodes defaults to 1: --gpus-per-node 4 alone is 4 GPUs on one node.
+    decided = plan("puhti", gpus_per_node=4)
+    assert (decided.nodes, decided.gpus_per_node, decided.world_size) == (1, 4, 4)
+    assert "--nodes=1" in resource_options(decided)
+
+
+def test_a_job_beyond_a_partitions_gpu_and_node_limits_names_both() -> None:
+    # Mahti's gpumedium takes up to 6 nodes, 24 GPUs (docs.csc.fi batch-job-partitions).
+    error = refusal("mahti", gpus=28, partition="gpumedium")
+    assert error.problem == (
+        "28 GPUs on 7 nodes × 4 for 2:00:00 does not fit mahti gpumedium: "
+        "gpumedium takes at most 24 GPUs per job; gpumedium takes at most 6 nodes."
+    )
+    assert error.hint.startswith("ask for --gpus 24")
+
+
+def test_the_plan_keeps_what_was_asked_and_what_the_site_has() -> None:
+    decided = plan(gpus=16, global_batch_size=256, accumulation_steps=2, mode="srun")
+    # plan.toml and `scaletrain plan` show these; training reads the GPU's peak for its MFU.
+    assert (decided.cluster, decided.accelerator, decided.mode) == ("lumi", "amd", "srun")
+    assert (decided.global_batch_size, decided.accumulation_steps) == (256, 2)
+    assert decided.per_gpu_batch_size == 8  # 256 / (16 GPUs × 2 steps)
+    assert (decided.cpus_per_task, decided.cpus_per_gpu) == (7, 7)
+    # One LUMI GCD: 64 GB of HBM2e, half an MI250X's 383 TFLOPS.
+    assert (decided.gpu_memory_gb, decided.gpu_peak_tflops) == (64, 191.5)
+    assert decided.partition_reason == "whole nodes on several nodes"
+    assert plan(gpus=2).partition_reason == "the first partition that takes this request"
+    assert plan(gpus=2, partition="small-g").partition_reason == "as asked"
+
+
+def test_a_partition_without_a_billing_rule_has_no_cost_estimate(tmp_path: Path) -> None:
+    text = MINIMAL.replace('billing = { rule = "sum", units_per_gpu_hour = 1 }\n', "")
+    profile = load_profile("site", user_site(tmp_path, "site", text))
+    decided = plan_job(Request(cluster="site", script="t.py", time="1:00:00", gpus=4), profile)
+    assert decided.billing is None
+
+
+def test_suggestions_keep_an_uneven_shape_on_a_partition_that_takes_it() -> None:
+    # small-g shares nodes: 2 nodes × 6 GCDs fit there as asked (and are chosen there unasked).
+    error = refusal(nodes=2, gpus_per_node=6, partition="standard-g")
+    assert error.problem == (
+        "12 GPUs on 2 nodes × 6 for 2:00:00 does not fit lumi standard-g: "
+        "standard-g allocates (and bills) whole nodes of 8 GPUs, not 6."
+    )
+    assert error.hint == "ask for --partition small-g, or --gpus 16, or --gpus 8."
+
+
+def test_suggestions_within_each_partitions_node_and_time_limits() -> None:
+    # 5 nodes for 2.5 days: small-g takes 4 nodes for 3 days, standard-g 2 days.
+    error = refusal(gpus=40, time="2-12:00:00")
+    assert error.problem == (
+        "No partition of lumi takes 40 GPUs on 5 nodes × 8 for 2-12:00:00: "
+        "small-g takes at most 4 nodes; standard-g runs jobs for at most 2 days."
+    )
+    assert error.hint == (
+        "ask for --time 2-00:00:00 (resume from a checkpoint), or --gpus 32, or --gpus 8."
+    )
+
+
+SITE_WITH_TEST_PARTITION = MINIMAL.replace(
+    '[partitions.gpu]\nmax_time = "2-00:00:00"\n',
+    '[partitions.test]\nmax_time = "15:00"\nauto = false\n'
+    "[partitions.gpu]\nmax_nodes = 4\nmax_gpus = 8\n",
+)
+
+
+def test_suggestions_on_a_site_with_a_test_partition_and_no_time_limit(tmp_path: Path) -> None:
+    profile = load_profile("site", user_site(tmp_path, "site", SITE_WITH_TEST_PARTITION))
+
+    def refused(**fields: Any) -> ScaletrainError:
+        with pytest.raises(ScaletrainError) as caught:
+            plan_job(Request(cluster="site", script="t.py", time="2:00:00", **fields), profile)
+        return caught.value
+
+    # The test partition, listed first, is only for those who ask for it; gpu has no time limit.
+    error = refused(gpus=16)
+    assert error.problem == (
+        "No partition of site takes 16 GPUs on 4 nodes × 4 for 2:00:00: "
+        "gpu takes at most 8 GPUs per job."
+    )
+    assert error.hint == "ask for --gpus 8, or --gpus 4."
+    # Two changes as near as each other: in the order of the options.
+    assert refused(gpus=4, partition="test").hint == (
+        "ask for --partition gpu, or --time 0:15:00 (resume from a checkpoint)."
+    )
+
+
+def test_a_partition_with_fewer_gpus_per_node_is_suggested_within_one_node(
+    tmp_path: Path,
+) -> None:
+    text = MINIMAL.replace(
+        '[partitions.gpu]\nmax_time = "2-00:00:00"\n',
+        '[partitions.shared]\nmax_time = "2-00:00:00"\nmax_gpus_per_node = 2\nmax_nodes = 2\n'
+        'billing = { rule = "sum", units_per_gpu_hour = 1 }\n'
+        '[partitions.gpu]\nmax_time = "2-00:00:00"\nmax_nodes = 3\n',
+    )
+    profile = load_profile("site", user_site(tmp_path, "site", text))
+    with pytest.raises(ScaletrainError) as caught:
+        plan_job(Request(cluster="site", script="t.py", time="2:00:00", gpus=16), profile)
+    assert caught.value.problem == (
+        "No partition of site takes 16 GPUs on 4 nodes × 4 for 2:00:00: "
+        "shared takes at most 2 GPUs per node; gpu takes at most 3 nodes."
+    )
+    # shared: 2 GPUs of one node; gpu: 3 whole nodes, or one node.
+    assert caught.value.hint == "ask for --gpus 12, or --gpus 4, or --gpus 2."
+
+
+def test_cpu_processes_ask_for_no_gpus_even_where_the_profile_names_the_option(
+    tmp_path: Path,
+) -> None:
+    # A copy of a GPU site's profile set to accelerator = "cpu", e.g. to try jobs on CPUs.
+    text = MINIMAL.replace('accelerator = "nvidia"', 'accelerator = "cpu"')
+    profile = load_profile("site", user_site(tmp_path, "site", text))
+    decided = plan_job(Request(cluster="site", script="t.py", time="1:00:00", gpus=4), profile)
+    assert resource_options(decided) == (
+        "--partition=gpu", "--nodes=1", "--ntasks-per-node=1", "--cpus-per-task=64",
+        "--mem=480G", "--time=1:00:00",
+    )  # fmt: skip
+
+
+def test_a_variable_name_the_shell_cannot_export_is_refused() -> None:
+    for name in ("1X", "MY-VAR", "A B", ""):
+        error = refusal(gpus=8, environment={name: "1"})
+        assert error.problem == f"{name!r} is not an environment variable name.", name
+        assert error.hint == "write --env NAME=VALUE with a name of letters, digits and _."
+    assert plan(gpus=8, environment={"_My_Var2": "1"}).environment["_My_Var2"] == "1"

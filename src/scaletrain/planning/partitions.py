@@ -141,8 +141,16 @@ def _suggest(
         limit = partition.max_time_seconds
         seconds = time_seconds if limit is None else min(time_seconds, limit)
         for gpus in gpu_counts:
-            candidate = Shape(1, gpus) if gpus <= node_gpus else Shape(gpus // node_gpus, node_gpus)
-            if candidate.gpus == gpus and not misfits(profile, name, candidate, seconds):
+            # The count asked for keeps the shape asked for (--nodes 2 --gpus-per-node 6: no
+            # --gpus is suggested with it); the others are counts --gpus spreads over whole
+            # nodes, all of them one node or less, or whole nodes.
+            if gpus == shape.gpus:
+                candidate = shape
+            else:
+                candidate = (
+                    Shape(1, gpus) if gpus <= node_gpus else Shape(gpus // node_gpus, node_gpus)
+                )
+            if not misfits(profile, name, candidate, seconds):
                 key = (name if requested is not None and name != requested else None, gpus)
                 longest[key] = max(longest.get(key, 0), seconds)
     changes = [

@@ -125,7 +125,7 @@ def _model_memory(
     ]
     suggested = suggest_strategy(estimates, nodes=decided.nodes)
     if suggested is None:
-        warnings.append(_does_not_fit(size, profile, decided, gpu_memory))
+        warnings.append(_does_not_fit(size, decided, gpu_memory))
     return {
         "model_parameters": size.parameters,
         "memory_estimates": tuple(estimates),
@@ -133,9 +133,7 @@ def _model_memory(
     }
 
 
-def _does_not_fit(
-    size: ModelSize, profile: ClusterProfile, decided: Plan, gpu_memory: float
-) -> str:
+def _does_not_fit(size: ModelSize, decided: Plan, gpu_memory: float) -> str:
     """What to change when even FSDP does not fit: more GPUs, recomputation, smaller batches."""
     needed = next(
         (
