@@ -63,6 +63,14 @@ def only_text_changed(removed: str, added: str) -> bool:
     return blank(removed) == blank(added) or blank(added) == blank(removed).replace('""', "None", 1)
 
 
+def tested_commit() -> str:
+    """The commit whose code and tests the run used (the run keeps results across commits:
+    a result is as old as the run that made it)."""
+    return subprocess.run(
+        ["git", "log", "-1", "--format=%h (%cs)"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
+
+
 def main() -> None:
     statuses = results()
     reasons: dict[str, str] = parse_toml(REASONS.read_text()) if REASONS.is_file() else {}
@@ -79,6 +87,8 @@ def main() -> None:
         "survived + timed out); *no tests*: no selected test runs that code; *not run*: the",
         "last run stopped before it reached them (`bash scripts/mutation.sh` continues where",
         "it stopped: results are kept in mutants/).",
+        "",
+        f"Run on the code and tests of commit {tested_commit()}.",
         "",
         "| module | mutants | killed | survived | timed out | no tests | not run | survival rate |",
         "|---|---|---|---|---|---|---|---|",
