@@ -6,7 +6,7 @@ import pytest
 
 from scaletrain.core.errors import LaunchEnvironmentError
 from scaletrain.runtime.launchers import detect_layout
-from scaletrain.runtime.launchers.slurm import ProcessFacts
+from scaletrain.runtime.launchers.slurm import ProcessFacts, tasks_on_this_node
 
 TORCHRUN = {
     "TORCHELASTIC_RUN_ID": "abc",
@@ -115,6 +115,9 @@ def test_srun_master_port_differs_between_jobs_and_respects_master_port() -> Non
     assert 1024 < other_job.master_port < 32768
     assert detect_layout({**SLURM_STEP, "MASTER_PORT": "24500"}).master_port == 24500
     assert detect_layout({**SLURM_STEP, "MASTER_ADDR": "x"}).master_addr == "x"
+    # SLURM_JOBID: the job id under its older name, which Slurm keeps for compatibility.
+    old_name = {k: v for k, v in SLURM_STEP.items() if k != "SLURM_JOB_ID"}
+    assert detect_layout({**old_name, "SLURM_JOBID": "123456"}).master_port == 23456
 
 
 def test_srun_uneven_tasks_per_node_uses_this_nodes_count() -> None:
@@ -164,13 +167,22 @@ def test_srun_without_step_nodelist_falls_back_to_job_nodelist() -> None:
     assert detect_layout(environ).master_addr == "gpu12"
 
 
+def test_srun_master_is_the_first_node_of_the_step_not_of_the_job() -> None:
+    # `srun --relative=2 --nodes=2` in a job on n[1-4]: the step's rank 0 runs on n3.
+    environ = {**SLURM_STEP, "SLURM_JOB_NODELIST": "n[1-4]", "SLURM_STEP_NODELIST": "n[3-4]",
+               "SLURMD_NODENAME": "n4", "SLURM_NODEID": "3"}  # fmt: skip
+    layout = detect_layout(environ)
+    assert (layout.master_addr, layout.node_rank, layout.num_nodes) == ("n3", 1, 2)
+
+
 def test_bad_nodelist_is_reported() -> None:
     with pytest.raises(LaunchEnvironmentError, match="Slurm node list"):
         detect_layout({**SLURM_STEP, "SLURM_STEP_NODELIST": "nid[005000-"})
 
 
-def test_python_in_batch_script_of_multi_task_job_says_use_srun() -> None:
-    batch_step = {"SLURM_JOB_ID": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "4"}
+@pytest.mark.parametrize("tasks", ["2", "4"])
+def test_python_in_batch_script_of_multi_task_job_says_use_srun(tasks: str) -> None:
+    batch_step = {"SLURM_JOB_ID": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": tasks}
     with pytest.raises(LaunchEnvironmentError, match="batch script") as caught:
         detect_layout(batch_step)
     assert "srun" in caught.value.hint
@@ -307,12 +319,42 @@ def test_job_tasks_per_node_used_only_when_it_fits_the_step() -> None:
     environ.pop("SLURM_STEP_TASKS_PER_NODE")
     layout = detect_layout(environ)
     assert (layout.world_size, layout.local_world_size, layout.num_nodes) == (1, 1, 1)
+    # A step of `srun --nodes=2 --ntasks=2` in that job: as many nodes as the job's list, but
+    # not as many tasks, so neither that list nor the inherited SLURM_NTASKS_PER_NODE=4 is its.
+    spread = {**SLURM_STEP, "SLURM_STEP_NUM_TASKS": "2", "SLURM_NTASKS": "2",
+              "SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_NODEID": "1",
+              "SLURM_TASKS_PER_NODE": "4(x2)", "SLURM_NTASKS_PER_NODE": "4"}  # fmt: skip
+    spread.pop("SLURM_STEP_TASKS_PER_NODE")
+    assert detect_layout(spread).local_world_size == 1
+    # A step that fills a job of `sbatch --ntasks=5 --nodes=2` (SLURM_TASKS_PER_NODE=3,2) and
+    # gives no list of its own: the job's list is the step's, 2 tasks on the second node.
+    fills = {**SLURM_STEP, "SLURM_STEP_NUM_TASKS": "5", "SLURM_NTASKS": "5",
+             "SLURM_PROCID": "4", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "3,2"}  # fmt: skip
+    fills.pop("SLURM_STEP_TASKS_PER_NODE")
+    assert detect_layout(fills).local_world_size == 2
 
 
-def test_missing_localid_with_several_tasks_on_the_node_is_an_error() -> None:
+def test_without_any_task_count_list_the_first_node_has_the_most_tasks() -> None:
+    # 7 tasks on 2 nodes and no list: Slurm's default block distribution puts 4 on the first.
+    environ = {**SLURM_STEP, "SLURM_STEP_NUM_TASKS": "7", "SLURM_NTASKS": "7",
+               "SLURM_PROCID": "3", "SLURM_LOCALID": "3", "SLURM_NODEID": "0",
+               "SLURMD_NODENAME": "nid005000"}  # fmt: skip
+    environ.pop("SLURM_STEP_TASKS_PER_NODE")
+    layout = detect_layout(environ)
+    assert (layout.local_rank, layout.local_world_size) == (3, 4)
+
+
+@pytest.mark.parametrize(("per_node", "tasks"), [("4(x2)", 8), ("2(x2)", 4)])
+def test_missing_localid_with_several_tasks_on_the_node_is_an_error(
+    per_node: str, tasks: int
+) -> None:
     environ = {k: v for k, v in SLURM_STEP.items() if k != "SLURM_LOCALID"}
-    with pytest.raises(LaunchEnvironmentError, match="SLURM_LOCALID is not set, but 4 tasks"):
+    environ |= {"SLURM_STEP_TASKS_PER_NODE": per_node, "SLURM_STEP_NUM_TASKS": str(tasks),
+                "SLURM_NTASKS": str(tasks), "SLURM_PROCID": str(tasks - 1)}  # fmt: skip
+    with pytest.raises(LaunchEnvironmentError) as caught:
         detect_layout(environ)
+    assert f"SLURM_LOCALID is not set, but {tasks // 2} tasks" in caught.value.problem
+    assert "SLURM_LOCALID" in caught.value.hint and "LOCAL_RANK" in caught.value.hint
 
 
 def test_missing_localid_with_one_task_on_the_node_is_local_rank_zero() -> None:
@@ -328,6 +370,41 @@ def test_nodeid_beyond_the_node_count_is_an_error() -> None:
     environ = {**SLURM_STEP, "SLURM_NODEID": "2", "SLURMD_NODENAME": "localhost"}
     with pytest.raises(LaunchEnvironmentError, match=r"SLURM_NODEID=2 is outside 0\.\.1"):
         detect_layout(environ)
+
+
+def test_srun_step_without_its_task_count_or_this_nodes_place_is_an_error() -> None:
+    no_count = {k: v for k, v in SLURM_STEP.items() if "NTASKS" not in k and "NUM_TASKS" not in k}
+    with pytest.raises(LaunchEnvironmentError) as caught:
+        detect_layout(no_count)
+    assert "SLURM_NTASKS is not set" in caught.value.problem
+    assert "--ntasks-per-node" in caught.value.hint
+    # This host's name is not in the step's list of 2 nodes (an alias) and SLURM_NODEID,
+    # "the relative node ID of the current node", is not set: no way to know which node this is.
+    placeless = {k: v for k, v in SLURM_STEP.items() if k != "SLURM_NODEID"}
+    with pytest.raises(LaunchEnvironmentError) as caught:
+        detect_layout({**placeless, "SLURMD_NODENAME": "localhost"})
+    assert "SLURM_NODEID is not set" in caught.value.problem
+    assert "localhost" in caught.value.problem and "2 nodes" in caught.value.problem
+    assert "srun" in caught.value.hint and "SLURM_NODEID" in caught.value.hint
+
+
+def test_srun_step_that_says_less_about_its_nodes() -> None:
+    # No node list: SLURM_NNODES ("total number of nodes in the job's resource allocation")
+    # gives the count, SLURM_NODEID this node's place.
+    without_list = {k: v for k, v in SLURM_STEP.items() if "NODELIST" not in k}
+    without_list.pop("SLURM_STEP_NUM_NODES")
+    layout = detect_layout({**without_list, "SLURM_NNODES": "2", "MASTER_ADDR": "nid005000"})
+    assert (layout.num_nodes, layout.node_rank, layout.local_world_size) == (2, 1, 4)
+    # A trimmed environment (a container passing on only a task's own variables): nothing
+    # names a second node, so there is one, and this is it.
+    trimmed = {"SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_LOCALID": "1",
+               "SLURM_NTASKS": "2", "MASTER_ADDR": "localhost"}  # fmt: skip
+    layout = detect_layout(trimmed)
+    assert (layout.num_nodes, layout.node_rank, layout.local_world_size) == (1, 0, 2)
+    # One node listed, under another name than this host's, and no SLURM_NODEID: that node.
+    aliased = {k: v for k, v in trimmed.items() if k != "MASTER_ADDR"}
+    layout = detect_layout({**aliased, "SLURM_STEP_NODELIST": "n1", "SLURMD_NODENAME": "localhost"})
+    assert (layout.num_nodes, layout.node_rank, layout.master_addr) == (1, 0, "n1")
 
 
 @pytest.mark.parametrize("bad", ["4(x2", "four", "4(x0)", "0,4", "4(y2)", ""])
@@ -378,6 +455,9 @@ def test_tasks_of_srun_typed_into_the_shell_are_an_srun_step() -> None:
             "SLURM_LOCALID": "1", "MASTER_ADDR": "n1"}  # fmt: skip
     layout = detect_layout(step, ProcessFacts(pid=5001, stdin_is_terminal=False))
     assert (layout.launcher, layout.rank, layout.world_size) == ("slurm", 1, 2)
+    # The same with an MPI plugin (`srun --mpi=pmix`): Slurm's numbers, read as MPI's.
+    pmix = detect_layout({**step, "PMIX_RANK": "1"}, ProcessFacts(5001, stdin_is_terminal=False))
+    assert (pmix.launcher, pmix.rank, pmix.world_size, pmix.local_rank) == ("mpi", 1, 2, 1)
 
 
 def test_srun_pty_python_itself_is_the_steps_task() -> None:
@@ -398,6 +478,44 @@ def test_env_variables_that_repeat_the_srun_task_are_read_as_slurm() -> None:
     # Different numbers mean someone else set them on purpose: env:// wins, as before.
     moved = {**environ, "RANK": "2", "LOCAL_RANK": "2", "MASTER_ADDR": "nid005000"}
     assert detect_layout(moved).launcher == "env"
+
+
+def test_env_variables_of_renumbered_srun_tasks_count_this_nodes_tasks_from_slurm() -> None:
+    # A wrapper around srun's tasks numbers them node by node (RANK=<first rank of its node> +
+    # SLURM_LOCALID), not round the nodes as --distribution=cyclic does: RANK differs from
+    # SLURM_PROCID, so env:// is read, and without LOCAL_WORLD_SIZE Slurm says how many tasks
+    # share this node: 2 on the first node of CYCLIC_UNEVEN (2(x3),1), 1 on the last.
+    first = {**CYCLIC_UNEVEN, "RANK": "1", "WORLD_SIZE": "7", "LOCAL_RANK": "1",
+             "MASTER_ADDR": "n1"}  # fmt: skip
+    layout = detect_layout(first)
+    assert (layout.launcher, layout.rank, layout.local_world_size) == ("env", 1, 2)
+    last = {**first, "SLURM_NODEID": "3", "SLURMD_NODENAME": "n4", "SLURM_PROCID": "3",
+            "SLURM_LOCALID": "0", "RANK": "6", "LOCAL_RANK": "0"}  # fmt: skip
+    assert detect_layout(last).local_world_size == 1
+    # Task 5 of 8 cyclic on 2 nodes (second node, third there), renumbered 6; no list but
+    # SLURM_NTASKS_PER_NODE=4.
+    env = {"RANK": "6", "WORLD_SIZE": "8", "LOCAL_RANK": "2", "MASTER_ADDR": "nid005000"}
+    cyclic = {**SLURM_STEP, "SLURM_LOCALID": "2", "SLURM_NTASKS_PER_NODE": "4", **env}
+    cyclic.pop("SLURM_STEP_TASKS_PER_NODE")
+    layout = detect_layout(cyclic)
+    assert (layout.launcher, layout.local_world_size, layout.num_nodes) == ("env", 4, 2)
+    # Where Slurm does not say this node's count, the layout is the one without Slurm: this
+    # host not in the list and no SLURM_NODEID; SLURM_NODEID outside the step's 2 nodes; no
+    # count list at all.
+    placeless = {**cyclic, "SLURMD_NODENAME": "localhost"}
+    placeless.pop("SLURM_NODEID")
+    outside = {**cyclic, "SLURMD_NODENAME": "localhost", "SLURM_NODEID": "2"}
+    uncounted = {k: v for k, v in cyclic.items() if k != "SLURM_NTASKS_PER_NODE"}
+    for environ in (placeless, outside, uncounted):
+        assert detect_layout(environ) == detect_layout(env)
+
+
+def test_a_one_node_step_count_list_is_this_nodes_count() -> None:
+    # SLURM_STEP_TASKS_PER_NODE=4 on the step's only node: those 4 tasks run here, though this
+    # host is not named in the node list and SLURM_NODEID is unset (a trimmed environment).
+    trimmed = {"SLURM_NTASKS": "4", "SLURM_STEP_TASKS_PER_NODE": "4",
+               "SLURM_STEP_NODELIST": "n1", "SLURMD_NODENAME": "localhost"}  # fmt: skip
+    assert tasks_on_this_node(trimmed) == 4
 
 
 # mpirun in a batch script on n[1-2], 2 ranks per node: Open MPI starts its daemon on n2 with
