@@ -59,6 +59,29 @@ def test_hand_set_env_variables_without_torchrun_are_read_as_env() -> None:
     assert layout.master_port == 29500  # torchrun's default when MASTER_PORT is not set
 
 
+def test_torchrun_nodes_with_different_process_counts_keep_group_rank_and_size() -> None:
+    # torchrun --nproc-per-node=2 on two nodes and 4 on a third: the third node (GROUP_RANK=2
+    # of GROUP_WORLD_SIZE=3) runs ranks 4..7, so rank // LOCAL_WORLD_SIZE is not its node.
+    environ = {**TORCHRUN, "RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8",
+               "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": "2", "GROUP_WORLD_SIZE": "3"}  # fmt: skip
+    layout = detect_layout(environ)
+    assert (layout.node_rank, layout.num_nodes) == (2, 3)
+    # Hand-set variables name the node NODE_RANK (as Lightning does).
+    hand_set = {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
+                "NODE_RANK": "2", "MASTER_ADDR": "n1"}  # fmt: skip
+    assert detect_layout(hand_set).node_rank == 2
+    # Without a node count: 6 processes, at most 4 per node, need 2 nodes.
+    six = {"RANK": "1", "WORLD_SIZE": "6", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
+           "MASTER_ADDR": "n1"}  # fmt: skip
+    assert (detect_layout(six).num_nodes, detect_layout(six).node_rank) == (2, 0)
+
+
+def test_hand_set_single_process_needs_no_local_rank_or_master_addr() -> None:
+    layout = detect_layout({"RANK": "0", "WORLD_SIZE": "1"})
+    assert (layout.launcher, layout.local_rank, layout.local_world_size) == ("env", 0, 1)
+    assert layout.master_addr == "127.0.0.1"
+
+
 def test_lumi_seed_style_rank_from_slurm_localid() -> None:
     # 003_*: srun bash -c "RANK=$SLURM_PROCID ..." without LOCAL_RANK: SLURM_LOCALID fills in.
     environ = {**SLURM_STEP, "RANK": "5", "WORLD_SIZE": "8", "MASTER_ADDR": "nid005000"}
@@ -85,6 +108,23 @@ def test_missing_master_addr_with_world_size_above_one_says_how_to_set_it() -> N
     with pytest.raises(LaunchEnvironmentError, match="MASTER_ADDR is not set") as caught:
         detect_layout(environ)
     assert "scontrol show hostnames" in caught.value.hint
+    # Two processes need it as much as eight.
+    with pytest.raises(LaunchEnvironmentError, match="MASTER_ADDR is not set, but 2 processes"):
+        detect_layout({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"})
+
+
+@pytest.mark.parametrize("missing", ["RANK", "WORLD_SIZE"])
+def test_torchrun_without_rank_or_world_size_names_it(missing: str) -> None:
+    with pytest.raises(LaunchEnvironmentError) as caught:
+        detect_layout({k: v for k, v in TORCHRUN.items() if k != missing})
+    assert caught.value.problem.startswith(f"{missing} is not set")
+    assert "torchrun" in caught.value.hint
+
+
+def test_world_size_below_one_is_named() -> None:
+    with pytest.raises(LaunchEnvironmentError, match="WORLD_SIZE=0 must be at least 1") as caught:
+        detect_layout({**TORCHRUN, "RANK": "0", "WORLD_SIZE": "0"})
+    assert "WORLD_SIZE" in caught.value.hint
 
 
 def test_non_integer_variable_is_named() -> None:
@@ -466,6 +506,14 @@ def test_srun_pty_python_itself_is_the_steps_task() -> None:
     assert detect_layout(one_task, TYPED_IN).launcher == "slurm"
 
 
+def test_env_variables_typed_into_an_interactive_shell_are_read_as_env() -> None:
+    # Even where they repeat the shell step's own numbers (rank 0 of 4): the shell is no srun
+    # task, and the processes typed in it are the ones the variables describe.
+    typed = {**INTERACTIVE_SHELL, "RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0",
+             "MASTER_ADDR": "n1"}  # fmt: skip
+    assert detect_layout(typed, TYPED_IN).launcher == "env"
+
+
 def test_torchrun_typed_into_an_interactive_shell_is_torchrun() -> None:
     layout = detect_layout({**INTERACTIVE_SHELL, **TORCHRUN}, TYPED_IN)
     assert layout.launcher == "torchrun" and layout.world_size == 8
@@ -492,6 +540,9 @@ def test_env_variables_of_renumbered_srun_tasks_count_this_nodes_tasks_from_slur
     last = {**first, "SLURM_NODEID": "3", "SLURMD_NODENAME": "n4", "SLURM_PROCID": "3",
             "SLURM_LOCALID": "0", "RANK": "6", "LOCAL_RANK": "0"}  # fmt: skip
     assert detect_layout(last).local_world_size == 1
+    # A wrapper that sets no LOCAL_RANK: SLURM_LOCALID, the task's place on its node, is it.
+    without_local_rank = {k: v for k, v in first.items() if k != "LOCAL_RANK"}
+    assert detect_layout(without_local_rank).local_rank == 1
     # Task 5 of 8 cyclic on 2 nodes (second node, third there), renumbered 6; no list but
     # SLURM_NTASKS_PER_NODE=4.
     env = {"RANK": "6", "WORLD_SIZE": "8", "LOCAL_RANK": "2", "MASTER_ADDR": "nid005000"}
