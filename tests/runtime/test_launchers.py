@@ -284,13 +284,57 @@ def test_pmix_under_srun_takes_sizes_from_slurm() -> None:
 
 
 def test_pmix_without_any_size_says_what_is_missing() -> None:
-    with pytest.raises(LaunchEnvironmentError, match="world size is not"):
+    with pytest.raises(LaunchEnvironmentError, match="world size is not") as caught:
         detect_layout({"PMIX_RANK": "0"})
+    assert "mpirun/srun" in caught.value.hint
 
 
-def test_mpi_without_local_rank_is_an_error() -> None:
-    with pytest.raises(LaunchEnvironmentError, match="which process runs where"):
-        detect_layout({"PMI_RANK": "0", "PMI_SIZE": "2"})
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"PMI_RANK": "0", "PMI_SIZE": "2"},
+        # A local rank without the local size (the batch step's SLURM_LOCALID, inherited).
+        {"PMI_RANK": "0", "PMI_SIZE": "2", "SLURM_LOCALID": "0"},
+    ],
+)
+def test_mpi_without_local_rank_and_size_is_an_error(environ: dict[str, str]) -> None:
+    with pytest.raises(LaunchEnvironmentError, match="which process runs where") as caught:
+        detect_layout(environ)
+    assert "mpirun" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("environ", "problem"),
+    [
+        (
+            {"OMPI_COMM_WORLD_RANK": "8", "OMPI_COMM_WORLD_SIZE": "8",
+             "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "8"},
+            "OMPI_COMM_WORLD_RANK=8 is outside 0..7 (OMPI_COMM_WORLD_SIZE=8)",
+        ),
+        (
+            {"PMI_RANK": "4", "PMI_SIZE": "4", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "4"},
+            "PMI_RANK=4 is outside 0..3 (PMI_SIZE=4)",
+        ),
+        (
+            {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4",
+             "OMPI_COMM_WORLD_LOCAL_RANK": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"},
+            "OMPI_COMM_WORLD_LOCAL_RANK=4 is outside 0..3",
+        ),
+    ],
+)  # fmt: skip
+def test_mpi_errors_name_the_variables_this_mpi_set(environ: dict[str, str], problem: str) -> None:
+    with pytest.raises(LaunchEnvironmentError) as caught:
+        detect_layout(environ)
+    assert caught.value.problem.startswith(problem)
+
+
+def test_mpirun_without_slurm_places_ranks_in_blocks_of_the_local_size() -> None:
+    # mpirun -np 6 over two hosts of 4 slots: 4 ranks on the first, 2 on the second.
+    environ = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "6",
+               "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+               "MASTER_ADDR": "h1"}  # fmt: skip
+    layout = detect_layout(environ)
+    assert (layout.node_rank, layout.num_nodes) == (0, 2)
 
 
 def test_plain_python_is_a_single_process() -> None:
@@ -596,3 +640,20 @@ def test_mpirun_in_a_batch_job_agrees_on_the_master_on_every_node() -> None:
     assert (first.node_rank, second.node_rank) == (0, 1)
     assert (first.num_nodes, second.num_nodes) == (2, 2)
     assert (second.rank, second.local_rank, second.world_size) == (2, 0, 4)
+    # An exported MASTER_ADDR wins over the job's first node.
+    assert detect_layout({**on_second, "MASTER_ADDR": "n2"}).master_addr == "n2"
+
+
+def test_mpirun_in_a_batch_job_places_ranks_where_slurm_says_this_host_is() -> None:
+    # `mpirun --map-by node`: ranks go round the nodes, so rank 1 is on n2 (rank 1 // 2 = 0
+    # would be the first node); this host's place in the job's node list says which node.
+    round_robin = {**MPIRUN_IN_BATCH, "SLURMD_NODENAME": "n2", "SLURM_STEP_ID": "0",
+                   "SLURM_PROCID": "0", "SLURM_NODEID": "0", "SLURM_STEP_NODELIST": "n2",
+                   "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}  # fmt: skip
+    assert detect_layout(round_robin).node_rank == 1
+    # `mpirun -np 2` in that 2-node job fills the first node's slots: one node, not two.
+    one_node = {**MPIRUN_IN_BATCH, "SLURMD_NODENAME": "n1", "SLURM_PROCID": "0",
+                "SLURM_NODEID": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "1"}  # fmt: skip
+    layout = detect_layout(one_node)
+    assert (layout.node_rank, layout.num_nodes, layout.local_world_size) == (0, 1, 2)
