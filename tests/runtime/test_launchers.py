@@ -100,7 +100,7 @@ def test_rank_not_below_world_size_names_both_variables() -> None:
     with pytest.raises(LaunchEnvironmentError) as caught:
         detect_layout({**TORCHRUN, "RANK": "8"})
     assert "RANK=8" in str(caught.value) and "WORLD_SIZE=8" in str(caught.value)
-    assert "HINT:" in str(caught.value)
+    assert "do not set RANK by hand" in caught.value.hint
 
 
 def test_missing_master_addr_with_world_size_above_one_says_how_to_set_it() -> None:
@@ -133,8 +133,23 @@ def test_non_integer_variable_is_named() -> None:
 
 
 def test_local_rank_beyond_local_world_size() -> None:
-    with pytest.raises(LaunchEnvironmentError, match=r"LOCAL_RANK=4 is outside 0\.\.3"):
+    with pytest.raises(LaunchEnvironmentError, match=r"LOCAL_RANK=4 is outside 0\.\.3") as caught:
         detect_layout({**TORCHRUN, "LOCAL_RANK": "4"})
+    assert "--nproc-per-node" in caught.value.hint
+
+
+@pytest.mark.parametrize(("port", "valid"), [("0", False), ("1", True), ("65535", True),
+                                             ("65536", False)])  # fmt: skip
+def test_master_port_must_be_a_tcp_port(port: str, valid: bool) -> None:
+    # TCP ports are 1..65535.
+    environ = {**TORCHRUN, "MASTER_PORT": port}
+    if valid:
+        assert detect_layout(environ).master_port == int(port)
+        return
+    with pytest.raises(LaunchEnvironmentError) as caught:
+        detect_layout(environ)
+    assert caught.value.problem == f"MASTER_PORT={port} is not a valid TCP port."
+    assert "29500" in caught.value.hint
 
 
 def test_srun_step_gives_layout_from_slurm_variables() -> None:
@@ -320,6 +335,11 @@ def test_mpi_without_local_rank_and_size_is_an_error(environ: dict[str, str]) ->
              "OMPI_COMM_WORLD_LOCAL_RANK": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"},
             "OMPI_COMM_WORLD_LOCAL_RANK=4 is outside 0..3",
         ),
+        (
+            {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "0",
+             "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "1"},
+            "OMPI_COMM_WORLD_SIZE=0 must be at least 1",
+        ),
     ],
 )  # fmt: skip
 def test_mpi_errors_name_the_variables_this_mpi_set(environ: dict[str, str], problem: str) -> None:
@@ -485,6 +505,9 @@ def test_srun_step_that_says_less_about_its_nodes() -> None:
                "SLURM_NTASKS": "2", "MASTER_ADDR": "localhost"}  # fmt: skip
     layout = detect_layout(trimmed)
     assert (layout.num_nodes, layout.node_rank, layout.local_world_size) == (1, 0, 2)
+    # A single task there has no rank 0 to find: no MASTER_ADDR needed.
+    alone = {"SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}
+    assert (detect_layout(alone).launcher, detect_layout(alone).world_size) == ("slurm", 1)
     # One node listed, under another name than this host's, and no SLURM_NODEID: that node.
     aliased = {k: v for k, v in trimmed.items() if k != "MASTER_ADDR"}
     layout = detect_layout({**aliased, "SLURM_STEP_NODELIST": "n1", "SLURMD_NODENAME": "localhost"})
