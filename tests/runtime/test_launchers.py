@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from scaletrain.core.errors import LaunchEnvironmentError
@@ -565,6 +567,23 @@ def test_tasks_of_srun_typed_into_the_shell_are_an_srun_step() -> None:
     # The same with an MPI plugin (`srun --mpi=pmix`): Slurm's numbers, read as MPI's.
     pmix = detect_layout({**step, "PMIX_RANK": "1"}, ProcessFacts(5001, stdin_is_terminal=False))
     assert (pmix.launcher, pmix.rank, pmix.world_size, pmix.local_rank) == ("mpi", 1, 2, 1)
+
+
+def test_this_process_knows_its_pid_and_whether_its_stdin_is_a_terminal() -> None:
+    saved_stdin = os.dup(0)
+    terminal, terminal_side = os.openpty()
+    read_end, write_end = os.pipe()
+    try:
+        os.dup2(terminal_side, 0)
+        assert ProcessFacts.of_this_process() == ProcessFacts(os.getpid(), stdin_is_terminal=True)
+        os.dup2(read_end, 0)
+        assert ProcessFacts.of_this_process() == ProcessFacts(os.getpid(), stdin_is_terminal=False)
+        os.close(0)
+        assert not ProcessFacts.of_this_process().stdin_is_terminal
+    finally:
+        os.dup2(saved_stdin, 0)
+        for fd in (saved_stdin, terminal, terminal_side, read_end, write_end):
+            os.close(fd)
 
 
 def test_srun_pty_python_itself_is_the_steps_task() -> None:
