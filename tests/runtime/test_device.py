@@ -1,4 +1,5 @@
-"""Device choice from local rank and visible GPUs, and per-rank CPU shares."""
+"""Device choice from local rank and visible GPUs, per-rank CPU shares, and the line that
+init prints about them."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from scaletrain.runtime.device import (
     visible_gpus,
 )
 from scaletrain.runtime.launchers import SINGLE_PROCESS
-from scaletrain.runtime.layout import cpus_per_process
+from scaletrain.runtime.layout import DistEnv, ProcessLayout, cpus_per_process
 from scaletrain.runtime.process_group import init
 
 FOUR_PER_NODE = dataclasses.replace(
@@ -110,6 +111,7 @@ def test_hip_visibility_is_reported_too() -> None:
 
 def test_torchrun_ranks_share_the_cores_of_their_launcher() -> None:
     assert cpus_per_process(FOUR_PER_NODE, {}, allowed=56) == 14
+    assert cpus_per_process(FOUR_PER_NODE, {}, allowed=10) == 2  # whole cores: 10 // 4
     assert cpus_per_process(FOUR_PER_NODE, {}, allowed=2) == 1  # never zero
 
 
@@ -118,6 +120,20 @@ def test_srun_tasks_use_their_own_allocation() -> None:
     assert cpus_per_process(srun_task, {}, allowed=7) == 7  # bound mask, as on LUMI
     # Without binding every task sees the node; Slurm's allocation is the bound.
     assert cpus_per_process(srun_task, {"SLURM_CPUS_PER_TASK": "7"}, allowed=128) == 7
+    # A task bound to one core (srun --cpus-per-task=1) has that one.
+    assert cpus_per_process(srun_task, {"SLURM_CPUS_PER_TASK": "1"}, allowed=128) == 1
+    assert cpus_per_process(srun_task, {}, allowed=1) == 1
+
+
+def test_the_start_up_line_says_how_many_processes_on_how_many_nodes() -> None:
+    def line(layout: ProcessLayout) -> str:
+        fields = {f.name: getattr(layout, f.name) for f in dataclasses.fields(layout)}
+        env = DistEnv(**fields, device=torch.device("cpu"), backend="gloo", cpu_count=1)
+        return env.describe()
+
+    assert line(SINGLE_PROCESS) == "1 process(es) on 1 node via single, backend gloo, rank 0 on cpu"
+    two_nodes = dataclasses.replace(FOUR_PER_NODE, num_nodes=2, node_rank=1)
+    assert line(two_nodes) == "8 process(es) on 2 nodes via torchrun, backend gloo, rank 6 on cpu"
 
 
 def test_device_names_for_init() -> None:

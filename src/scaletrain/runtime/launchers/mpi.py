@@ -18,7 +18,6 @@ from scaletrain.runtime.layout import (
     ProcessLayout,
     VariableNames,
     check_layout,
-    first_set,
     read_optional_int,
 )
 
@@ -92,7 +91,8 @@ class MpiLauncher:
                 "the local rank.",
             )
         node_rank, num_nodes = _node_of(environ, rank, world_size, local_world_size)
-        master_addr = first_set(environ, "MASTER_ADDR") or slurm.master_addr(environ, of_job=True)
+        # MASTER_ADDR if set, else the job's first node (mpirun's, where rank 0 runs).
+        master_addr = slurm.master_addr(environ, of_job=True)
         if not master_addr and num_nodes == 1:
             master_addr = "127.0.0.1"
         layout = ProcessLayout(

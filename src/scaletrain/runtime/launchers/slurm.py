@@ -151,11 +151,8 @@ class ProcessFacts:
 
     @classmethod
     def of_this_process(cls) -> ProcessFacts:
-        try:
-            terminal = os.isatty(0)
-        except OSError:
-            terminal = False
-        return cls(pid=os.getpid(), stdin_is_terminal=terminal)
+        # os.isatty is False, not an error, for a closed stdin too.
+        return cls(pid=os.getpid(), stdin_is_terminal=os.isatty(0))
 
 
 def is_interactive_shell(environ: Mapping[str, str], process: ProcessFacts) -> bool:

@@ -74,6 +74,8 @@ class TorchrunLauncher:
             -world_size // local_world_size
         )
         node_rank = read_optional_int(environ, "GROUP_RANK", "NODE_RANK")
+        # An explicit MASTER_PORT=0 reaches check_layout (an error, as under srun).
+        port = read_optional_int(environ, "MASTER_PORT")
         layout = ProcessLayout(
             launcher=TorchrunLauncher.name if "TORCHELASTIC_RUN_ID" in environ else "env",
             rank=rank,
@@ -83,6 +85,6 @@ class TorchrunLauncher:
             node_rank=node_rank if node_rank is not None else rank // local_world_size,
             num_nodes=num_nodes,
             master_addr=environ.get("MASTER_ADDR", "" if world_size > 1 else "127.0.0.1"),
-            master_port=read_optional_int(environ, "MASTER_PORT") or DEFAULT_MASTER_PORT,
+            master_port=port if port is not None else DEFAULT_MASTER_PORT,
         )
         return check_layout(layout, NAMES)
