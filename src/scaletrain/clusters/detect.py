@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
-from typing import Any
+from typing import Any, Protocol
 
 import jinja2
 import tomli_w
@@ -21,13 +21,40 @@ import tomli_w
 from scaletrain.clusters.catalog import profile_from_text
 from scaletrain.clusters.slurm_time import parse_slurm_time
 from scaletrain.core.errors import ScaletrainError
-from scaletrain.slurm.output import SlurmNode, SlurmPartition
 
 # gpu[:type]:count inside a Gres string such as "gpu:v100:4(S:0-1),nvme:3600".
 _GPU_GRES = re.compile(r"(?:^|,)gpu(?::(?P<type>[A-Za-z0-9_.-]+))?:(?P<count>\d+)")
 # Words in GPU type names that tell the vendor (Slurm has no vendor field).
 _AMD_WORDS = ("mi50", "mi100", "mi210", "mi250", "mi300", "gcd", "amd", "radeon")
 _SLURM_UNSET_MEMORY_MB = 1  # Slurm's RealMemory when the site does not manage memory
+
+
+class ReportedNode(Protocol):
+    """What a draft reads of one node of `scontrol show node` (slurm.output.SlurmNode):
+    named here so that cluster knowledge needs nothing from the Slurm layer."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cpus(self) -> int: ...
+    @property
+    def real_memory_mb(self) -> int: ...
+    @property
+    def gres(self) -> str: ...
+    @property
+    def partitions(self) -> tuple[str, ...]: ...
+
+
+class ReportedPartition(Protocol):
+    """What a draft reads of one partition of `scontrol show partition`
+    (slurm.output.SlurmPartition)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def max_time(self) -> str: ...
+    @property
+    def max_nodes(self) -> str: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,7 +83,7 @@ class DraftProfile:
     """Partitions left out because their nodes differ, with their node type."""
 
 
-def node_type(node: SlurmNode) -> NodeType:
+def node_type(node: ReportedNode) -> NodeType:
     match = _GPU_GRES.search(node.gres)
     memory_mb = node.real_memory_mb
     return NodeType(
@@ -89,7 +116,7 @@ def _toml_value(value: Any) -> str:
 
 
 def draft_profile(
-    name: str, partitions: Sequence[SlurmPartition], nodes: Sequence[SlurmNode]
+    name: str, partitions: Sequence[ReportedPartition], nodes: Sequence[ReportedNode]
 ) -> DraftProfile:
     """A profile for the most common kind of GPU node (any node on a CPU-only site)."""
     if not nodes or not partitions:
@@ -100,7 +127,7 @@ def draft_profile(
     types = {node.name: node_type(node) for node in nodes}
     gpu_nodes = [kind for kind in types.values() if kind.gpus]
     chosen = Counter(gpu_nodes or types.values()).most_common(1)[0][0]
-    kept: list[SlurmPartition] = []
+    kept: list[ReportedPartition] = []
     skipped: list[str] = []
     for partition in partitions:
         members = [types[node.name] for node in nodes if partition.name in node.partitions]
