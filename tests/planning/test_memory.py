@@ -157,6 +157,27 @@ def test_a_model_that_does_not_fit_gets_the_fixes_that_would_help() -> None:
     )
 
 
+def test_more_gpus_are_not_suggested_when_what_every_gpu_keeps_does_not_fit() -> None:
+    # 7 B in 32 layers of width 4096, 32,768 tokens, 2 samples per GPU: 34 bytes per token,
+    # sample, width and layer are 292.1 GB of activations on every GPU, plus the two bf16
+    # blocks FSDP gathers (2 × 7 B / 32 × 2 bytes = 0.875 GB): no number of GPUs holds that.
+    shape = {"parameters": 7 * 10**9, "layers": 32, "width": 4096, "sequence_length": 32768}
+    kept = (34 * 32768 * 2 * 4096 * 32 + 2 * 7 * 10**9 / 32 * 2) / GB
+    two_gpus = {"nodes": 1, "gpus_per_node": 2, "global_batch_size": 4}
+    assert plan(None, ModelSize(**shape), **two_gpus).warnings == (
+        "A model of 7,000,000,000 parameters does not fit on 2 GPUs of 64 GB even with FSDP "
+        f"({kept:.1f} GB per GPU stay whatever the number of GPUs); "
+        "try --activation-checkpointing, or a smaller micro-batch.",
+    )
+    # Recomputed (2 bytes per layer kept, one layer's 34 rebuilt), one sample per GPU, 8 times
+    # the tokens: (2 × 32 + 34) × 262,144 × 4096 bytes = 105 GB, still beyond a GCD, and
+    # nothing the plan controls is left to change.
+    longest = ModelSize(**{**shape, "sequence_length": 8 * 32768}, activation_checkpointing=True)
+    warning = plan(None, longest, nodes=1, gpus_per_node=2, global_batch_size=2).warnings[0]
+    assert "--gpus" not in warning and "more GPUs" not in warning
+    assert warning.endswith("; try a shorter sequence or a narrower model.")
+
+
 def test_more_gpus_are_named_up_to_the_largest_lumi_partition() -> None:
     # standard-g takes up to 1024 nodes, 8192 GCDs: 27.84 T parameters fit there (16 bytes
     # each / 8192 = 54.375 GB ≤ 0.85 × 64 GB), 27.87 T need more nodes than LUMI has.

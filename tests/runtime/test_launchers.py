@@ -652,7 +652,25 @@ def test_a_one_node_step_count_list_is_this_nodes_count() -> None:
     # host is not named in the node list and SLURM_NODEID is unset (a trimmed environment).
     trimmed = {"SLURM_NTASKS": "4", "SLURM_STEP_TASKS_PER_NODE": "4",
                "SLURM_STEP_NODELIST": "n1", "SLURMD_NODENAME": "localhost"}  # fmt: skip
-    assert tasks_on_this_node(trimmed) == 4
+    assert tasks_on_this_node(trimmed, 4) == 4
+    # The same numbers for another world (2 processes started by hand in that 4-task
+    # allocation) say nothing about how many of those 2 share the node.
+    assert tasks_on_this_node(trimmed, 2) is None
+
+
+def test_processes_started_by_hand_in_a_larger_allocation_share_the_node_among_themselves() -> None:
+    # `salloc -n 4 --cpus-per-task 8` on one node, then `RANK=0 WORLD_SIZE=2 python train.py &`
+    # twice in its shell: Slurm's 4 tasks are not these 2 processes, so each gets half the
+    # node's share, not a quarter.
+    allocation = {"SLURM_JOB_ID": "77", "SLURM_NTASKS": "4", "SLURM_TASKS_PER_NODE": "4",
+                  "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_NUM_NODES": "1",
+                  "SLURMD_NODENAME": "n1", "SLURM_NODEID": "0"}  # fmt: skip
+    hand_started = {**allocation, "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1",
+                    "MASTER_ADDR": "127.0.0.1"}  # fmt: skip
+    layout = detect_layout(hand_started)
+    assert (layout.launcher, layout.world_size, layout.local_world_size) == ("env", 2, 2)
+    # All 4 of Slurm's tasks, numbered by hand: Slurm's count of this node's tasks holds.
+    assert detect_layout({**hand_started, "WORLD_SIZE": "4"}).local_world_size == 4
 
 
 # mpirun in a batch script on n[1-2], 2 ranks per node: Open MPI starts its daemon on n2 with

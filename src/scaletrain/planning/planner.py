@@ -25,6 +25,8 @@ from scaletrain.planning.software import choose_software
 _SECONDS_PER_HOUR = 3600
 # How far the planner looks for a node count on which the model would fit with FSDP.
 _MAX_NODES_TRIED = 1024
+# So many GPUs that every sharded state is nothing per GPU.
+_UNBOUNDED_GPUS = 10**12
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,15 +151,29 @@ def _does_not_fit(size: ModelSize, decided: Plan, gpu_memory: float) -> str:
         ),
         None,
     )
-    more = f"--gpus {needed}" if needed else "more GPUs"
-    fixes = [more]
+    # What stays on every GPU however many share the states: activations and the two blocks
+    # gathered at a time. When that alone is too much, more GPUs cannot help.
+    unshardable = estimate_memory(
+        size,
+        "fsdp",
+        world_size=_UNBOUNDED_GPUS,
+        gpus_per_node=decided.gpus_per_node,
+        gpu_memory_gb=gpu_memory,
+    )
+    fixes, why = [], ""
+    if unshardable.fits:
+        fixes.append(f"--gpus {needed}" if needed else "more GPUs")
+    else:
+        why = f" ({unshardable.total_gb:.1f} GB per GPU stay whatever the number of GPUs)"
     if not size.activation_checkpointing and size.layers:
         fixes.append("--activation-checkpointing")
     if size.micro_batch > 1:
         fixes.append("a smaller micro-batch")
+    if not fixes:
+        fixes.append("a shorter sequence or a narrower model")
     return (
         f"A model of {size.parameters:,} parameters does not fit on {decided.world_size} "
-        f"GPUs of {gpu_memory:g} GB even with FSDP; try {', or '.join(fixes)}."
+        f"GPUs of {gpu_memory:g} GB even with FSDP{why}; try {', or '.join(fixes)}."
     )
 
 

@@ -90,10 +90,11 @@ def tasks_per_node(environ: Mapping[str, str], num_nodes: int, world_size: int) 
     return None
 
 
-def tasks_on_this_node(environ: Mapping[str, str]) -> int | None:
-    """How many tasks of this Slurm step run on this node; None when Slurm does not say."""
-    world_size = read_optional_int(environ, *WORLD_SIZE_VARIABLES)
-    if world_size is None:
+def tasks_on_this_node(environ: Mapping[str, str], world_size: int) -> int | None:
+    """How many of a world of `world_size` tasks run on this node, when that world is this
+    Slurm step; None when Slurm does not say, or when its step has another number of tasks
+    (processes started by hand inside a larger allocation share the node among themselves)."""
+    if read_optional_int(environ, *WORLD_SIZE_VARIABLES) != world_size:
         return None
     num_nodes = _node_count(environ)
     counts = tasks_per_node(environ, num_nodes, world_size)

@@ -67,7 +67,7 @@ class TorchrunLauncher:
         # share this node. Without either, assume a single node.
         local_world_size = (
             read_optional_int(environ, "LOCAL_WORLD_SIZE")
-            or slurm.tasks_on_this_node(environ)
+            or slurm.tasks_on_this_node(environ, world_size)
             or world_size
         )
         num_nodes = read_optional_int(environ, "GROUP_WORLD_SIZE") or -(
