@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 from scaletrain.runtime.network import wait_until_listening
 from tests.conftest import free_port
@@ -24,14 +25,18 @@ def test_returns_once_the_port_listens_and_not_before() -> None:
     timer = threading.Timer(0.5, listen_later)
     timer.start()
     try:
-        wait_until_listening("127.0.0.1", port, timeout_s=60)
+        assert wait_until_listening("127.0.0.1", port, timeout_s=60) is None
         assert listening.is_set()
     finally:
         timer.join()
         server.close()
 
 
-def test_gives_up_where_nothing_will_listen() -> None:
-    """Refused until the timeout, then it returns: torch's own connect says what is wrong."""
-    wait_until_listening("127.0.0.1", free_port(), timeout_s=0.3)
-    wait_until_listening("name-that-does-not-resolve.invalid", 29500, timeout_s=60)
+def test_gives_up_where_nothing_will_listen_and_says_why() -> None:
+    """Refused until the timeout; an unresolvable name at once (waiting would not help)."""
+    started = time.monotonic()
+    refused = wait_until_listening("127.0.0.1", free_port(), timeout_s=0.3)
+    assert isinstance(refused, ConnectionRefusedError)
+    assert time.monotonic() - started >= 0.3
+    unresolvable = wait_until_listening("name-that-does-not-resolve.invalid", 29500, timeout_s=60)
+    assert isinstance(unresolvable, socket.gaierror)

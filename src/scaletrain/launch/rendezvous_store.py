@@ -46,8 +46,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def _own_address(host: str) -> tuple[socket.AddressFamily, str]:
-    address = store_address(host)
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    family, address = store_address(host)
     if ipaddress.ip_address(address).is_loopback:
         return family, "::" if family == socket.AF_INET6 else "0.0.0.0"
     return family, address

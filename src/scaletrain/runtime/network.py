@@ -11,6 +11,7 @@ import socket
 import struct
 import time
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from scaletrain.core.rank_files import InterfaceState
 
@@ -135,12 +136,18 @@ def rendezvous_reachable(environ: Mapping[str, str], timeout_s: float) -> str:
         return f"{host}:{port}: {error.strerror or error}"
 
 
-def store_address(host: str, port: int = 0) -> str:
+class NumericAddress(NamedTuple):
+    family: socket.AddressFamily
+    address: str
+    """Numeric: 10.0.0.1, fe80::1%hsn0."""
+
+
+def store_address(host: str, port: int = 0) -> NumericAddress:
     """The address of `host` that torch's store client connects to: IPv4 when the name has
     both."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     infos.sort(key=lambda info: info[0] != socket.AF_INET)
-    return str(infos[0][4][0])
+    return NumericAddress(infos[0][0], str(infos[0][4][0]))
 
 
 def agent_hosts_store(environ: Mapping[str, str]) -> bool:
@@ -149,21 +156,29 @@ def agent_hosts_store(environ: Mapping[str, str]) -> bool:
     return environ.get("TORCHELASTIC_USE_AGENT_STORE", "") == "True"
 
 
-def wait_until_listening(host: str, port: int, timeout_s: float) -> None:
-    """Return once host:port accepts TCP connections, or after `timeout_s` (then the caller's
-    own connection says why not).
+def wait_until_listening(
+    host: str, port: int, timeout_s: float, pause_s: float = _LISTEN_POLL_S
+) -> OSError | None:
+    """Return None once host:port accepts TCP connections; else why not: the refusal still
+    met at the deadline (nothing listens), a TimeoutError (no answer at all), or at once any
+    other error, which waiting does not cure (unreachable, unresolvable).
 
     torch's store client waits 0.25-0.75 s after a refused connection, then 1.5 times as long
     after each next one (c10d's ExponentialBackoffWithJitter: 500 ms, jitter 0.5), so a rank
-    that asks before rank 0 listens loses that much; asking here every 10 ms, it connects
-    within 10 ms of rank 0 listening.
+    that asks before rank 0 listens loses that much; asking here every `pause_s` (10 ms), it
+    connects within that of rank 0 listening.
     """
     deadline = time.monotonic() + timeout_s
+    last: OSError = TimeoutError(f"no connection within {timeout_s:g} s")
     while (left := deadline - time.monotonic()) > 0:
         try:
             with socket.create_connection((host, port), timeout=left):
-                return
-        except ConnectionRefusedError:
-            time.sleep(min(_LISTEN_POLL_S, max(deadline - time.monotonic(), 0)))
-        except OSError:  # unreachable, unresolvable, no answer: torch's connect reports it
-            return
+                return None
+        except ConnectionRefusedError as refused:
+            last = refused
+            time.sleep(min(pause_s, max(deadline - time.monotonic(), 0)))
+        except TimeoutError as silence:
+            last = silence
+        except OSError as lasting:
+            return lasting
+    return last

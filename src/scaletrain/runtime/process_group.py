@@ -119,6 +119,7 @@ def _join(
     if layout.rank != 0 and not agent_hosts_store(os.environ):
         # Rank 0 opens the store inside its own init (srun, mpirun; torchrun's restart-safe
         # store per attempt): connect the moment it listens, not after torch's back-off.
+        # Whatever else goes wrong, torch's own connection below reports.
         wait_until_listening(
             layout.master_addr, layout.master_port, (timeout or default_pg_timeout).total_seconds()
         )

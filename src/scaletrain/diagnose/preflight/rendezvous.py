@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from scaletrain.diagnose.preflight.results import CheckResult, fail, ok
 from scaletrain.runtime.layout import ProcessLayout
-from scaletrain.runtime.network import agent_hosts_store, store_address
+from scaletrain.runtime.network import agent_hosts_store, store_address, wait_until_listening
 
 NAME = "rendezvous"
 # Pause between connection attempts while rank 0 is still starting, in seconds.
@@ -28,9 +28,8 @@ _FIX_ADDRESS = (
 )
 
 
-def _check_listen(address: str, port: int, where: str) -> CheckResult:
+def _check_listen(family: socket.AddressFamily, address: str, port: int, where: str) -> CheckResult:
     """Rank 0 of srun/mpirun jobs: the address must be this node's and the port free."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -55,26 +54,23 @@ def _check_listen(address: str, port: int, where: str) -> CheckResult:
 def _connect(address: str, port: int, timeout_s: float) -> CheckResult:
     """Connect until it works or `timeout_s` passes; refused means 'not listening yet'."""
     started = time.monotonic()
-    deadline = started + timeout_s
-    last_problem = "no answer"
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            with socket.create_connection((address, port), timeout=left):
-                waited_ms = (time.monotonic() - started) * 1000
-                return ok(NAME, f"reached {address}:{port} in {waited_ms:.0f} ms")
-        except ConnectionRefusedError:
-            last_problem = "connection refused: nothing listens there"
-            time.sleep(min(_RETRY_PAUSE_S, max(deadline - time.monotonic(), 0)))
-        except TimeoutError:
-            last_problem = "no answer (packets dropped: wrong address or a firewall)"
-        except OSError as error:
-            # No route to host / network unreachable will not get better by waiting.
-            return fail(NAME, f"cannot reach {address}:{port}: {error.strerror}", _FIX_ADDRESS)
-    return fail(
-        NAME,
-        f"{address}:{port} did not accept a connection within {timeout_s:g} s ({last_problem})",
-        _FIX_ADDRESS + "; check that rank 0 started (its log) and that the port is open",
-    )
+    error = wait_until_listening(address, port, timeout_s, pause_s=_RETRY_PAUSE_S)
+    if error is None:
+        waited_ms = (time.monotonic() - started) * 1000
+        return ok(NAME, f"reached {address}:{port} in {waited_ms:.0f} ms")
+    if isinstance(error, ConnectionRefusedError | TimeoutError):
+        problem = (
+            "connection refused: nothing listens there"
+            if isinstance(error, ConnectionRefusedError)
+            else "no answer (packets dropped: wrong address or a firewall)"
+        )
+        return fail(
+            NAME,
+            f"{address}:{port} did not accept a connection within {timeout_s:g} s ({problem})",
+            _FIX_ADDRESS + "; check that rank 0 started (its log) and that the port is open",
+        )
+    # No route to host, network unreachable: waiting did not help.
+    return fail(NAME, f"cannot reach {address}:{port}: {error.strerror}", _FIX_ADDRESS)
 
 
 def check_rendezvous(
@@ -85,7 +81,7 @@ def check_rendezvous(
         return ok(NAME, "single process: no rendezvous")
     host, port, where = layout.master_addr, layout.master_port, socket.gethostname()
     try:
-        address = store_address(host, port)
+        family, address = store_address(host, port)
     except socket.gaierror as error:
         return fail(NAME, f"MASTER_ADDR={host} does not resolve on {where}: {error}", _FIX_ADDRESS)
     if layout.num_nodes > 1 and ipaddress.ip_address(address.split("%")[0]).is_loopback:
@@ -96,5 +92,5 @@ def check_rendezvous(
             _FIX_ADDRESS,
         )
     if layout.rank == 0 and not agent_hosts_store(environ):
-        return _check_listen(address, port, where)
+        return _check_listen(family, address, port, where)
     return _connect(address, port, timeout_s)
