@@ -40,7 +40,7 @@ TIMES = ("idle_us", "compute_us", "non_compute_us", "span_us")
 def _peak_rss_mb() -> float:
     """Peak resident memory of this process (VmHWM: unlike ru_maxrss, not inherited from
     the parent across fork and exec) or of its largest child (HTA's parser pool)."""
-    status = Path("/proc/self/status").read_text()
+    status = Path("/proc/self/status").read_text(encoding="utf-8")
     own = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return max(own, children) / 1024  # KiB

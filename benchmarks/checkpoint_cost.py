@@ -299,7 +299,7 @@ def driver(args: argparse.Namespace) -> None:
         environ = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // ranks))}
         started = time.perf_counter()
         subprocess.run(command, check=True, env=environ, timeout=3600)
-        rounds = json.loads(out.read_text())
+        rounds = json.loads(out.read_text(encoding="utf-8"))
         out.unlink()
         results[str(ranks)] = {"summary": summarize(rounds), "rounds": rounds}
         print(f"{ranks} rank(s): {time.perf_counter() - started:.0f} s", file=sys.stderr)

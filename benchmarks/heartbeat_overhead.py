@@ -76,7 +76,8 @@ def worker(out: Path, steps: int) -> None:
         out.write_text(
             json.dumps(
                 {"step_s": statistics.median(times[WARMUP_STEPS:]), "note_step_s": note_step_cost()}
-            )
+            ),
+            encoding="utf-8",
         )
     st.shutdown()
 

@@ -179,7 +179,7 @@ def worker(out: Path, steps: int, rounds: int, run_dir: Path) -> None:
             ]
             for name in loops
         }
-        out.write_text(json.dumps({"wall": medians, "cpu": cpu_mean}))
+        out.write_text(json.dumps({"wall": medians, "cpu": cpu_mean}), encoding="utf-8")
     st.shutdown()
 
 

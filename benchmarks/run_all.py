@@ -117,14 +117,14 @@ def machine() -> dict[str, Any]:
     cpu = next(
         (
             line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
             if line.startswith("model name")
         ),
         platform.processor(),
     )
     memory_kb = next(
         int(line.split()[1])
-        for line in Path("/proc/meminfo").read_text().splitlines()
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines()
         if line.startswith("MemTotal")
     )
     versions = {}

@@ -113,7 +113,7 @@ def time_all(out: Path, rounds_count: int, steps_per_round: int) -> None:
         for variant in order:
             rounds[variant].append(seconds_per_step(steps[variant], steps_per_round))
     if dist.get_rank() == 0:
-        out.write_text(json.dumps(rounds))
+        out.write_text(json.dumps(rounds), encoding="utf-8")
     st.shutdown()
 
 
@@ -130,7 +130,7 @@ def measure_memory(variant: str, out: Path) -> None:
         step()
     peaks = peak_memory_per_rank(env.device)
     if dist.get_rank() == 0:
-        out.write_text(json.dumps([round(peak / 1e9, 3) for peak in peaks]))
+        out.write_text(json.dumps([round(peak / 1e9, 3) for peak in peaks]), encoding="utf-8")
     st.shutdown()
 
 

@@ -61,7 +61,11 @@ def wait_until(condition: Callable[[], bool], what: str, cluster: SlurmCluster) 
 
 
 def records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    return (
+        [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        if path.is_file()
+        else []
+    )
 
 
 def losses(folder: RunFolder) -> dict[int, float]:

@@ -36,7 +36,7 @@ def rendered(example: dict[str, Any]) -> tuple[str, str]:
 @pytest.mark.parametrize("example", EXAMPLES, ids=IDS)
 def test_seed_line_is_quoted_from_the_seed(example: dict[str, Any]) -> None:
     seed: Path = SEEDS / example["seed"]
-    assert example["seed_line"] in one_line(seed.read_text())
+    assert example["seed_line"] in one_line(seed.read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=IDS)

@@ -45,7 +45,9 @@ def test_nodes_look_like_separate_hosts(slurm_cluster: SlurmCluster) -> None:
         f"n1 {addresses['n1']}/24 {addresses['n1']}",
         f"n2 {addresses['n2']}/24 {addresses['n1']}",
     ]
-    assert "n1" not in Path("/etc/hosts").read_text().split()  # the machine's file is untouched
+    assert (
+        "n1" not in Path("/etc/hosts").read_text(encoding="utf-8").split()
+    )  # the machine's file is untouched
 
 
 def test_srun_per_task_on_two_nodes(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:

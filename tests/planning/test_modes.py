@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from importlib.resources import files
+
 import pytest
 
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.toml_text import parse_toml
 from scaletrain.planning.modes import DEFAULT_MODE, launch_mode, launch_modes
 
 
@@ -21,3 +24,17 @@ def test_unknown_mode_lists_the_known_ones() -> None:
     assert caught.value.hint.startswith(
         "use one of: torchrun, srun, accelerate, deepspeed, lightning"
     )
+
+
+def test_modes_hold_modes_toml_as_written_with_lists_as_tuples() -> None:
+    # Read afresh (launch_modes() keeps what it read first): every field as the file has it,
+    # lists as tuples, so that a mode is a frozen value.
+    file = parse_toml((files("scaletrain.planning") / "modes.toml").read_text(encoding="utf-8"))
+    fresh = launch_modes.__wrapped__()  # type: ignore[attr-defined]
+    assert list(fresh) == list(file)
+    for name, fields in file.items():
+        mode = fresh[name]
+        assert mode.description == fields["description"]
+        assert mode.tasks_per_node == fields["tasks_per_node"]
+        assert mode.script_variables == tuple(fields.get("script_variables", ()))
+        assert isinstance(mode.script_variables, tuple)

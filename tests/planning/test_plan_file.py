@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,3 +97,36 @@ def test_a_plan_that_is_not_toml_or_not_text_is_named_with_what_to_do(tmp_path: 
         read_plan(path)
     assert "is not UTF-8 text" in caught.value.problem
     assert caught.value.hint == HINT
+
+
+_WRITE_IN_ASCII_LOCALE = """
+import locale, sys
+from test_plan_file import lumi_plan_with_args
+from scaletrain.planning.plan import write_plan
+write_plan(lumi_plan_with_args(), __import__("pathlib").Path(sys.argv[1]))
+print(locale.getpreferredencoding(False))
+"""
+
+
+def lumi_plan_with_args():  # type: ignore[no-untyped-def]
+    request = Request(
+        cluster="lumi", script="train.py", script_args=("--title", "café × 2"), time="1:00:00",
+        gpus=8,
+    )  # fmt: skip
+    return plan_job(request, load_profile("lumi", {}))
+
+
+def test_plan_toml_is_utf8_whatever_the_login_nodes_locale(tmp_path: Path) -> None:
+    # LANG=C without Python's UTF-8 coercion (a site's batch environment, an old container):
+    # Python's default file encoding is then ASCII, and the plan holds "café × 2".
+    path = tmp_path / "plan.toml"
+    environ = {**os.environ, "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0",
+               "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}  # fmt: skip
+    written = subprocess.run(
+        [sys.executable, "-c", _WRITE_IN_ASCII_LOCALE, str(path)],
+        env=environ, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    assert written.stdout.strip() == "ANSI_X3.4-1968"  # the locale really was ASCII
+    assert read_plan(path) == lumi_plan_with_args()
+    assert "café × 2" in path.read_text(encoding="utf-8")

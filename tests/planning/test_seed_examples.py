@@ -59,7 +59,7 @@ def test_plan_asks_for_what_the_site_example_asks_for(example: dict[str, Any]) -
 @pytest.mark.parametrize("example", EXAMPLES, ids=[example["title"] for example in EXAMPLES])
 def test_expected_lines_are_quoted_from_the_seed(example: dict[str, Any]) -> None:
     seed: Path = SEEDS / example["seed"]
-    in_seed = sbatch_options(seed.read_text())
+    in_seed = sbatch_options(seed.read_text(encoding="utf-8"))
     quoted = sbatch_options(example["sbatch"])
     assert any(in_seed[start : start + len(quoted)] == quoted for start in range(len(in_seed))), (
         f"{example['title']}: these lines are not in {seed.name} in this order"

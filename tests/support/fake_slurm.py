@@ -72,7 +72,7 @@ def batch_environment(script: str, *, job_id: int, nodelist: str) -> dict[str, s
 
 
 def _record(command: str, argv: list[str], environ: Mapping[str, str]) -> None:
-    with Path(environ["FAKE_SLURM_LOG"]).open("a") as log:
+    with Path(environ["FAKE_SLURM_LOG"]).open("a", encoding="utf-8") as log:
         log.write(json.dumps({"command": command, "argv": argv}) + "\n")
 
 
@@ -102,7 +102,7 @@ def srun(argv: list[str], environ: Mapping[str, str]) -> int:
     while options < len(argv) and argv[options].startswith("-"):
         options += 1
     command = argv[options:]
-    calls = Path(environ["FAKE_SLURM_LOG"]).read_text().splitlines()
+    calls = Path(environ["FAKE_SLURM_LOG"]).read_text(encoding="utf-8").splitlines()
     step = sum(1 for line in calls if '"srun"' in line) - 1
     tasks = [
         subprocess.Popen(command, env=_task_environment(environ, task, step))

@@ -92,7 +92,7 @@ class TraceWriter:
                                 "world_size": self.world_size},
         }  # fmt: skip
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w") as file:
+        with path.open("w", encoding="utf-8") as file:
             text = json.dumps(header, indent=2)[:-2]  # Kineto writes the header first
             file.write(text + ',\n  "traceEvents": [\n')
             for index, event in enumerate(self.events):

@@ -47,7 +47,9 @@ def living(pids: Iterable[int]) -> dict[int, str]:
     found = {}
     for pid in pids:
         try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            state = (
+                Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
+            )
             command = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
@@ -59,7 +61,7 @@ def living(pids: Iterable[int]) -> dict[int, str]:
 def parent_of(pid: int) -> int | None:
     """The parent's pid (None once the process has ended)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
     except OSError:
         return None
     return int(stat.rsplit(")", 1)[1].split()[1])  # after the name: state, ppid, ...

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 import scaletrain as st
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.runtime import process_group
 from scaletrain.train.data import EpochSampler, EvalSampler, per_rank_batch_size
 
 
@@ -116,7 +118,7 @@ def test_loader_uses_forkserver_workers_within_this_ranks_cores(
 
 def _ignores_sigterm() -> bool:
     """What the kernel says (SigIgn in /proc), not Python's own table of handlers."""
-    status = Path("/proc/self/status").read_text().split("SigIgn:")[1].split()[0]
+    status = Path("/proc/self/status").read_text(encoding="utf-8").split("SigIgn:")[1].split()[0]
     return bool(int(status, 16) >> (signal.SIGTERM - 1) & 1)
 
 
@@ -180,3 +182,82 @@ def test_sync_batchnorm_on_cpu_warns_and_keeps_batchnorm(single_process: st.Dist
 def test_helpers_before_init_say_to_call_init() -> None:
     with pytest.raises(ScaletrainError, match=r"scaletrain.init\(\) has not been called"):
         st.loader(TensorDataset(torch.arange(4.0)), global_batch_size=2)
+
+
+def _rank_of(rank: int, world_size: int, *, cpu_count: int = 1, device: str = "cpu") -> st.DistEnv:
+    """What st.init() decides for rank `rank` of `world_size` (one node): the loaders read
+    only this, so one process can build any rank's loader without a process group."""
+    return st.DistEnv(
+        launcher="torchrun", rank=rank, local_rank=rank, world_size=world_size,
+        local_world_size=world_size, node_rank=0, num_nodes=1, master_addr="127.0.0.1",
+        master_port=29500, device=torch.device(device), backend="gloo", cpu_count=cpu_count,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def as_rank(monkeypatch: pytest.MonkeyPatch) -> Callable[..., st.DistEnv]:
+    def become(rank: int, world_size: int, **facts: Any) -> st.DistEnv:
+        env = _rank_of(rank, world_size, **facts)
+        monkeypatch.setattr(process_group, "_current", env)
+        return env
+
+    return become
+
+
+def _epoch_order(size: int, seed: int, epoch: int = 0) -> list[int]:
+    """DistributedSampler's shuffled order of an epoch: randperm seeded seed + epoch."""
+    return torch.randperm(size, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+
+
+def test_each_rank_loads_its_round_robin_share_of_the_epochs_order(
+    as_rank: Callable[..., st.DistEnv],
+) -> None:
+    # 70 samples over 4 ranks: 17 each (the 2 left over are dropped, not padded with repeats),
+    # a global batch of 8 is 2 per rank, so 8 steps (the 17th sample of each rank is dropped
+    # too: every step has the same size on every rank).
+    data = TensorDataset(torch.arange(70))
+    order = _epoch_order(70, seed=0)[:68]
+    shards = []
+    for rank in range(4):
+        as_rank(rank, 4)
+        batches = [batch[0].tolist() for batch in st.loader(data, global_batch_size=8)]
+        assert batches == [order[rank::4][2 * b : 2 * b + 2] for b in range(8)]
+        shards.append({index for batch in batches for index in batch})
+    assert all(not a & b for a in shards for b in shards if a is not b)  # disjoint
+    # Another seed, another order; without shuffling, the file's order.
+    as_rank(1, 4)
+    seeded = [batch[0].tolist() for batch in st.loader(data, global_batch_size=8, seed=5)]
+    assert seeded[0] == _epoch_order(70, seed=5)[1:8:4]
+    unshuffled = st.loader(data, global_batch_size=8, shuffle=False)
+    assert next(iter(unshuffled))[0].tolist() == [1, 5]
+
+
+def test_loader_options_follow_the_ranks_device_cores_and_seed(
+    as_rank: Callable[..., st.DistEnv],
+) -> None:
+    data = TensorDataset(torch.arange(32.0))
+    as_rank(3, 4, cpu_count=1)
+    alone = st.loader(data, global_batch_size=8)
+    # One core: the training loop's; no worker beside it. Not pinned on a CPU.
+    assert (alone.num_workers, alone.pin_memory) == (0, False)
+    # Worker random streams differ per rank and follow the seed: seed + rank.
+    assert alone.generator.initial_seed() == 0 + 3
+    assert st.loader(data, global_batch_size=8, seed=5).generator.initial_seed() == 5 + 3
+    as_rank(3, 4, cpu_count=2, device="cuda:3")
+    on_gpu = st.loader(data, global_batch_size=8)
+    # 2 cores: 1 for a worker, which loads the next batches across epochs; pinned for the GPU.
+    assert (on_gpu.num_workers, on_gpu.persistent_workers, on_gpu.pin_memory) == (1, True, True)
+    assert st.loader(data, global_batch_size=8, num_workers=0).num_workers == 0
+
+
+def test_eval_loader_gives_each_rank_every_world_size_th_sample(
+    as_rank: Callable[..., st.DistEnv],
+) -> None:
+    # 10 samples, 3 ranks: rank 1 evaluates 1, 4, 7, in batches of ceil(4 / 3) = 2.
+    data = TensorDataset(torch.arange(10))
+    as_rank(1, 3, cpu_count=2)
+    evaluation = st.eval_loader(data, global_batch_size=4, num_workers=0)
+    assert [batch[0].tolist() for batch in evaluation] == [[1, 4], [7]]
+    assert evaluation.num_workers == 0 and evaluation.pin_memory is False
+    assert evaluation.generator.initial_seed() == 1  # seed 0 + rank 1
+    assert st.eval_loader(data, global_batch_size=4).num_workers == 1  # 2 cores - 1

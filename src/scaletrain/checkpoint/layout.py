@@ -68,7 +68,7 @@ def fsync_folder(folder: Path) -> None:
 def write_durably(path: Path, text: str) -> None:
     """Replace `path` with `text` atomically: readers see the old or the new file, never half."""
     temporary = path.with_name(f".{path.name}.tmp")
-    with temporary.open("w") as file:
+    with temporary.open("w", encoding="utf-8") as file:
         file.write(text)
         file.flush()
         os.fsync(file.fileno())

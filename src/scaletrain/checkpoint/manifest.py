@@ -76,7 +76,7 @@ class Manifest:
     def write(self, folder: Path) -> None:
         """Write checkpoint.json into `folder` and fsync it (the folder is published after)."""
         record = {"format": FORMAT_VERSION, **asdict(self)}
-        with (folder / MANIFEST_NAME).open("w") as file:
+        with (folder / MANIFEST_NAME).open("w", encoding="utf-8") as file:
             file.write(json.dumps(record, indent=1) + "\n")
             file.flush()
             os.fsync(file.fileno())

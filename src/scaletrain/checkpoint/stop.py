@@ -111,7 +111,7 @@ def clear_stop_files(folder: RunFolder) -> dict[str, Any] | None:
     stopped: dict[str, Any] | None = None
     if folder.stopped_marker.is_file():
         try:
-            stopped = json.loads(folder.stopped_marker.read_text())
+            stopped = json.loads(folder.stopped_marker.read_text(encoding="utf-8"))
         except ValueError:
             stopped = {"reason": "unknown (unreadable stopped.json)"}
         folder.stopped_marker.unlink()
@@ -155,5 +155,5 @@ def record_resume(
     for field, variable in _RESTART_COUNTERS.items():
         if environ.get(variable, "").isdigit():
             record[field] = int(environ[variable])
-    with folder.resumes.open("a") as file:
+    with folder.resumes.open("a", encoding="utf-8") as file:
         file.write(json.dumps(record) + "\n")

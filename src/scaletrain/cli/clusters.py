@@ -111,7 +111,7 @@ def detect_cluster(
         )
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(draft.text)
+        output.write_text(draft.text, encoding="utf-8")
         console.success(f"wrote {output}")
     console.info(f"nodes: {draft.node_type.describe()}; partitions: {', '.join(draft.partitions)}")
     for skipped in draft.skipped:

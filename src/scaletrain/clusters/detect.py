@@ -157,7 +157,9 @@ def draft_profile(
 
 
 def _template() -> jinja2.Template:
-    source = files("scaletrain.clusters").joinpath("draft_profile.toml.j2").read_text()
+    source = (
+        files("scaletrain.clusters").joinpath("draft_profile.toml.j2").read_text(encoding="utf-8")
+    )
     environment = jinja2.Environment(
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
     )

@@ -110,14 +110,14 @@ class HangReport:
 
 def write_hang_report(path: Path, report: HangReport) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(report.to_dict(), indent=1) + "\n")
+    temporary.write_text(json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8")
     temporary.replace(path)
 
 
 def read_hang_report(path: Path) -> HangReport | None:
     """The report, or None when there is none (or it is unreadable: it is only advice)."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
         data.pop("exclude", None)
         stopped = [StoppedRank(**item) for item in data.pop("stopped_first", [])]
         return HangReport(stopped_first=stopped, **data)

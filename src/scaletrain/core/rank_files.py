@@ -108,13 +108,13 @@ def write_json(path: Path, record: dict[str, Any]) -> None:
     are rewritten every few seconds and worth nothing after a crash of the node."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(record) + "\n")
+    temporary.write_text(json.dumps(record) + "\n", encoding="utf-8")
     temporary.replace(path)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -133,7 +133,12 @@ def process_start_ticks(pid: int | str = "self") -> int | None:
     when no such process runs here."""
     try:
         # After "pid (command) ", whose command may hold spaces: field 3 onwards.
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = (
+            Path(f"/proc/{pid}/stat")
+            .read_text(encoding="utf-8", errors="replace")
+            .rsplit(")", 1)[1]
+            .split()
+        )
         return int(fields[19])
     except (OSError, IndexError, ValueError):
         return None

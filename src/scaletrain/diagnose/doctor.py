@@ -73,7 +73,11 @@ class Finding:
 @cache
 def load_signatures() -> tuple[Signature, ...]:
     """The signature table shipped in the package."""
-    text = resources.files("scaletrain.diagnose").joinpath("signatures.toml").read_text()
+    text = (
+        resources.files("scaletrain.diagnose")
+        .joinpath("signatures.toml")
+        .read_text(encoding="utf-8")
+    )
     entries = tomllib.loads(text)["signature"]
     return tuple(
         Signature(

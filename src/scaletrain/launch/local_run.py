@@ -252,7 +252,7 @@ def run_local(
         "started": _now(),
         "variables": dict(variables),
     }
-    folder.run_record.write_text(json.dumps(record, indent=2) + "\n")
+    folder.run_record.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     shutil.rmtree(folder.ranks, ignore_errors=True)  # heartbeats of an earlier run
     started = time.perf_counter()
     launch.scratch.mkdir(parents=True, exist_ok=True)
@@ -280,7 +280,7 @@ def run_local(
         exit_code = HANG_EXIT_STATUS
         record["hang"] = hang.to_dict()
     record |= {"finished": _now(), "exit_code": exit_code, "duration_s": round(duration, 3)}
-    folder.run_record.write_text(json.dumps(record, indent=2) + "\n")
+    folder.run_record.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return LocalRunResult(exit_code=exit_code, duration_s=duration, hang=hang)
 
 
@@ -306,7 +306,7 @@ class _Watchdog:
         """On the console, and in logs/watchdog.log for `scaletrain doctor`."""
         line = f"scaletrain watchdog: {text}"
         print(line, file=sys.stderr, flush=True)
-        with (self._folder.logs / WATCHDOG_LOG).open("a") as log:
+        with (self._folder.logs / WATCHDOG_LOG).open("a", encoding="utf-8") as log:
             log.write(line + "\n")
 
     def _end_run(self, _report: HangReport) -> None:

@@ -85,7 +85,7 @@ def write_report(analysis: Analysis, report: Path) -> list[Path]:
     step-times.png."""
     report.mkdir(parents=True, exist_ok=True)
     text = report / "analysis.txt"
-    text.write_text(format_report(analysis))
+    text.write_text(format_report(analysis), encoding="utf-8")
     data = report / "analysis.json"
     record = {
         "breakdowns": [
@@ -95,7 +95,7 @@ def write_report(analysis: Analysis, report: Path) -> list[Path]:
         "top": {str(rank): [asdict(e) for e in entries] for rank, entries in analysis.top.items()},
         "stragglers": asdict(analysis.stragglers),
     }
-    data.write_text(json.dumps(record, indent=2) + "\n")
+    data.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     written = [text, data]
     if not plots_available():
         return written

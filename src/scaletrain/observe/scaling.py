@@ -297,4 +297,4 @@ def predicted_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
 
 def save_study(study: Study, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(study.to_json() + "\n")
+    path.write_text(study.to_json() + "\n", encoding="utf-8")

@@ -99,7 +99,7 @@ def write_report(study: Study, title: str, report: Path) -> Path:
         "",
     ]
     path = report / "scaling.md"
-    path.write_text("\n".join(text))
+    path.write_text("\n".join(text), encoding="utf-8")
     return path
 
 

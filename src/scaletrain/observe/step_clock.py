@@ -48,4 +48,4 @@ class StepClock:
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(self.record) + "\n")
+        self.path.write_text(json.dumps(self.record) + "\n", encoding="utf-8")

@@ -16,6 +16,6 @@ def read_step_ends(metrics: Path) -> dict[int, list[float]]:
     """rank -> times (s since the epoch) at which each optimizer step ended."""
     found = {}
     for path in sorted(metrics.glob(f"{STEPS_FILE_PREFIX}*.json")):
-        record = json.loads(path.read_text())
+        record = json.loads(path.read_text(encoding="utf-8"))
         found[int(record["rank"])] = [float(end) for end in record["step_ends"]]
     return found

@@ -28,7 +28,7 @@ class JobExtras:
     precision: str | None = None
     """bf16, fp16 or fp32 for launchers that take it (accelerate's --mixed_precision)."""
 
-    def check_for(self, mode: LaunchMode, *, estimating_memory: bool = False) -> None:
+    def check_for(self, mode: LaunchMode, *, estimating_memory: bool) -> None:
         """Options a mode cannot honour are errors, not silently dropped. `--precision` also
         sets the memory estimate's precision: with a model to estimate, it is not dropped."""
         if self.precision is not None and mode.precision_option is None and not estimating_memory:

@@ -42,7 +42,7 @@ def register_signal_dump(path: Path) -> IO[str] | None:
         logger.info("%s has a handler already: no stack dumps on it", STACK_SIGNAL.name)
         return None
     path.parent.mkdir(parents=True, exist_ok=True)
-    file = path.open("a")
+    file = path.open("a", encoding="utf-8")
     faulthandler.register(STACK_SIGNAL, file=file, all_threads=True, chain=False)
     return file
 
@@ -55,7 +55,7 @@ def unregister_signal_dump(file: IO[str] | None) -> None:
 
 def dump_stacks(path: Path) -> None:
     """Every thread's Python stack into `path`, innermost frame first."""
-    with path.open("w") as file:
+    with path.open("w", encoding="utf-8") as file:
         faulthandler.dump_traceback(file=file, all_threads=True)
 
 

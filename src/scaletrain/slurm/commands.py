@@ -251,7 +251,7 @@ def nodes(*, environ: Mapping[str, str], names: str = "") -> list[SlurmNode]:
 
 @cache
 def _hints() -> tuple[tuple[str, str], ...]:
-    text = resources.files("scaletrain.slurm").joinpath("errors.toml").read_text()
+    text = resources.files("scaletrain.slurm").joinpath("errors.toml").read_text(encoding="utf-8")
     return tuple((entry["message"], entry["hint"]) for entry in tomllib.loads(text)["error"])
 
 

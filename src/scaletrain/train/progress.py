@@ -187,12 +187,14 @@ class Progress:
     def _append(self, filename: str, record: dict[str, Any]) -> None:
         if self._folder is not None:
             path = self._metrics_file(filename)
-            with path.open("a") as file:
+            with path.open("a", encoding="utf-8") as file:
                 file.write(json.dumps(record) + "\n")
 
     def _write(self, filename: str, record: dict[str, Any]) -> None:
         if self._folder is not None:
-            self._metrics_file(filename).write_text(json.dumps(record, indent=2) + "\n")
+            self._metrics_file(filename).write_text(
+                json.dumps(record, indent=2) + "\n", encoding="utf-8"
+            )
 
     def _metrics_file(self, filename: str) -> Path:
         assert self._folder is not None

@@ -153,7 +153,7 @@ def _save(
         warmup=options.warmup,
     )
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / BENCH_JSON).write_text(json.dumps(record, indent=2) + "\n")
+    (folder / BENCH_JSON).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     console.info(f"saved {folder / BENCH_JSON}")
     if rows and plots_available():
         title = f"{env.world_size} ranks, {env.backend} on {env.device.type}"

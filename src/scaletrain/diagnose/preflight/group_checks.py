@@ -25,7 +25,7 @@ def check_shared_folder(root: Path | None, token: str | None) -> CheckResult:
         return skip(name, "rank 0 could not write a probe file (see run-folder)")
     probe = root / SHARED_FILE
     try:
-        found = probe.read_text()
+        found = probe.read_text(encoding="utf-8")
     except OSError:
         found = None
     if found != token:

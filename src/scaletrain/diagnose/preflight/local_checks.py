@@ -196,7 +196,7 @@ def check_run_folder_writable(root: Path | None) -> CheckResult:
     probe = root / f".preflight-{socket.gethostname()}-{os.getpid()}"
     try:
         root.mkdir(parents=True, exist_ok=True)
-        probe.write_text("ok")
+        probe.write_text("ok", encoding="utf-8")
         probe.unlink()
     except OSError as error:
         return fail(

@@ -130,7 +130,7 @@ def _group_checks(
 
     token = secrets.token_hex(8) if layout.rank == 0 and root and writable else None
     if token and root:
-        (root / SHARED_FILE).write_text(token)
+        (root / SHARED_FILE).write_text(token, encoding="utf-8")
     gathered = all_gather_objects((token, torch_device))
     # One device type for everyone, or the collective would wait forever.
     on_gpu = all(device.startswith("cuda") for _, device in gathered)
@@ -143,7 +143,11 @@ def _group_checks(
         check_communication(
             backend=backend if on_gpu else "gloo",
             library=collective_library(torch),
-            plugins=loaded_net_plugins(Path("/proc/self/maps").read_text()) if on_gpu else [],
+            plugins=loaded_net_plugins(
+                Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace")
+            )
+            if on_gpu
+            else [],
             nccl_log=read_nccl_log(nccl_folder, os.getpid()) if nccl_folder else "",
             multi_node=layout.num_nodes > 1,
             expect_plugin=inputs.expect_net_plugin,

@@ -108,5 +108,5 @@ def _stack_text(
         text = file.read()
     if text:  # kept with the answers, so that the folder holds every rank's stacks
         folder.mkdir(parents=True, exist_ok=True)
-        dump.write_text(text)
+        dump.write_text(text, encoding="utf-8")
     return text

@@ -32,7 +32,7 @@ def _read_config(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         return copied
     path = Path(source)
     try:
-        loaded = json.loads(path.read_text())
+        loaded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as error:
         raise ScaletrainError(
             f"Cannot read the DeepSpeed config {path}: {error}.",
