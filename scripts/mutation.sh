@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Mutation testing of the logic that decides money and correctness (pyproject.toml
 # [tool.mutmut]): planning, billing, launcher detection, job-script rendering and quoting,
-# the data split, checkpoint retention. Slow (2,917 mutants at 20-45 a minute on 2 cores: 1-2.5
-# hours), so not part of scripts/test.sh. Results are kept in mutants/: a rerun checks only
+# the data split, checkpoint retention. Slow (about 2,900 mutants: 23 minutes on 2 idle cores,
+# 20-45 a minute and hours when other work shares them), so not part of scripts/test.sh. Results are kept in mutants/: a rerun checks only
 # mutants of changed functions, but a change of [tool.mutmut] (e.g. its test selection) resets
 # every result.
 #

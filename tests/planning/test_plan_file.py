@@ -130,3 +130,7 @@ def test_plan_toml_is_utf8_whatever_the_login_nodes_locale(tmp_path: Path) -> No
     assert written.stdout.strip() == "ANSI_X3.4-1968"  # the locale really was ASCII
     assert read_plan(path) == lumi_plan_with_args()
     assert "café × 2" in path.read_text(encoding="utf-8")
+    # The same bytes as this process writes under its own (UTF-8) locale.
+    here = tmp_path / "here.toml"
+    write_plan(lumi_plan_with_args(), here)
+    assert path.read_bytes() == here.read_bytes()

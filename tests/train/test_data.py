@@ -258,6 +258,9 @@ def test_eval_loader_gives_each_rank_every_world_size_th_sample(
     as_rank(1, 3, cpu_count=2)
     evaluation = st.eval_loader(data, global_batch_size=4, num_workers=0)
     assert [batch[0].tolist() for batch in evaluation] == [[1, 4], [7]]
+    # A global batch of 3 over 3 ranks: one sample per rank and batch.
+    singles = st.eval_loader(data, global_batch_size=3, num_workers=0)
+    assert [batch[0].tolist() for batch in singles] == [[1], [4], [7]]
     assert evaluation.num_workers == 0 and evaluation.pin_memory is False
     assert evaluation.generator.initial_seed() == 1  # seed 0 + rank 1
     assert st.eval_loader(data, global_batch_size=4).num_workers == 1  # 2 cores - 1
