@@ -12,6 +12,7 @@ from scaletrain.clusters.slurm_time import minutes_seconds_warning, parse_slurm_
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.planning.memory import (
     BYTES_PER_PARAMETER,
+    MemoryEstimate,
     ModelSize,
     estimate_memory,
     suggest_strategy,
@@ -137,31 +138,21 @@ def _model_memory(
 
 def _does_not_fit(size: ModelSize, decided: Plan, gpu_memory: float) -> str:
     """What to change when even FSDP does not fit: more GPUs, recomputation, smaller batches."""
-    needed = next(
-        (
-            nodes * decided.gpus_per_node
-            for nodes in range(decided.nodes + 1, _MAX_NODES_TRIED + 1)
-            if estimate_memory(
-                size,
-                "fsdp",
-                world_size=nodes * decided.gpus_per_node,
-                gpus_per_node=decided.gpus_per_node,
-                gpu_memory_gb=gpu_memory,
-            ).fits
-        ),
-        None,
-    )
+
+    def fsdp_on(gpus: int) -> MemoryEstimate:
+        return estimate_memory(
+            size, "fsdp", world_size=gpus, gpus_per_node=decided.gpus_per_node,
+            gpu_memory_gb=gpu_memory,
+        )  # fmt: skip
+
     # What stays on every GPU however many share the states: activations and the two blocks
-    # gathered at a time. When that alone is too much, more GPUs cannot help.
-    unshardable = estimate_memory(
-        size,
-        "fsdp",
-        world_size=_UNBOUNDED_GPUS,
-        gpus_per_node=decided.gpus_per_node,
-        gpu_memory_gb=gpu_memory,
-    )
+    # gathered at a time. When that alone is too much, more GPUs cannot help (nor are tried).
+    unshardable = fsdp_on(_UNBOUNDED_GPUS)
     fixes, why = [], ""
     if unshardable.fits:
+        node_counts = range(decided.nodes + 1, _MAX_NODES_TRIED + 1)
+        gpu_counts = (nodes * decided.gpus_per_node for nodes in node_counts)
+        needed = next((gpus for gpus in gpu_counts if fsdp_on(gpus).fits), None)
         fixes.append(f"--gpus {needed}" if needed else "more GPUs")
     else:
         why = f" ({unshardable.total_gb:.1f} GB per GPU stay whatever the number of GPUs)"

@@ -58,19 +58,17 @@ def _connect(address: str, port: int, timeout_s: float) -> CheckResult:
     if error is None:
         waited_ms = (time.monotonic() - started) * 1000
         return ok(NAME, f"reached {address}:{port} in {waited_ms:.0f} ms")
-    if isinstance(error, ConnectionRefusedError | TimeoutError):
-        problem = (
-            "connection refused: nothing listens there"
-            if isinstance(error, ConnectionRefusedError)
-            else "no answer (packets dropped: wrong address or a firewall)"
-        )
-        return fail(
-            NAME,
-            f"{address}:{port} did not accept a connection within {timeout_s:g} s ({problem})",
-            _FIX_ADDRESS + "; check that rank 0 started (its log) and that the port is open",
-        )
-    # No route to host, network unreachable: waiting did not help.
-    return fail(NAME, f"cannot reach {address}:{port}: {error.strerror}", _FIX_ADDRESS)
+    if isinstance(error, ConnectionRefusedError):
+        problem = "connection refused: nothing listens there"
+    elif isinstance(error, TimeoutError):
+        problem = "no answer (packets dropped: wrong address or a firewall)"
+    else:  # no route to host, network unreachable: waiting did not help
+        return fail(NAME, f"cannot reach {address}:{port}: {error.strerror}", _FIX_ADDRESS)
+    return fail(
+        NAME,
+        f"{address}:{port} did not accept a connection within {timeout_s:g} s ({problem})",
+        _FIX_ADDRESS + "; check that rank 0 started (its log) and that the port is open",
+    )
 
 
 def check_rendezvous(
