@@ -5,7 +5,8 @@
   torch.distributed.checkpoint (DCP) save/load of the same state with default options;
 - for a training loop: how long a synchronous save stalls it, and for an asynchronous save
   how long the loop was blocked (the copy to CPU memory) and its total slowdown (the extra
-  time of all steps while the background write runs, plus any wait for it at the end).
+  time of all steps while the background write runs, plus any wait for it at the end); and
+  the CPU time each save added to rank 0's process, the writer thread's included.
 
     .venv/bin/python benchmarks/checkpoint_cost.py             # 201 MB of state, ~15 min
     .venv/bin/python benchmarks/checkpoint_cost.py --layers 8  # 403 MB
@@ -49,7 +50,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--layers", type=int, default=4, help="Linear(width, width) layers")
     parser.add_argument("--width", type=int, default=2048)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--window", type=int, default=24, help="steps measured after a save")
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: tmp)")
@@ -189,6 +190,8 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
     # mode asks (a tiny all_reduce per step), so that the steps stay comparable.
     while step < warmup + args.window or (writing and step < warmup + MAX_STEPS):
         arrivals.append(time.perf_counter())
+        if step == warmup - 1:
+            cpu_started = time.process_time()  # this rank's every thread: the writer's too
         model(batch).square().mean().backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -209,7 +212,11 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
     if mode == "asynchronous":
         ckpt._writer.wait()  # only when the write outlasted MAX_STEPS steps
     intervals = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
-    return {"intervals_s": intervals[warmup - 1 :], "final_wait_s": time.perf_counter() - started}
+    return {
+        "intervals_s": intervals[warmup - 1 :],
+        "final_wait_s": time.perf_counter() - started,
+        "cpu_s": time.process_time() - cpu_started,
+    }
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -247,13 +254,17 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
                 size = sizes[_SIZE_OF.get(name, name)]
                 rates[kind].setdefault(name, []).append(size / 1e6 / seconds)
     stalls: dict[str, list[float]] = {"synchronous": [], "asynchronous": []}
+    cpu: dict[str, list[float]] = {"synchronous": [], "asynchronous": []}
     blocked = []
     for one in rounds:
-        baseline = median(one["loops"]["no save"]["intervals_s"])
+        quiet = one["loops"]["no save"]
+        baseline = median(quiet["intervals_s"])
+        cpu_per_step = quiet["cpu_s"] / len(quiet["intervals_s"])
         for mode in stalls:
             loop = one["loops"][mode]
             extra = sum(loop["intervals_s"]) - baseline * len(loop["intervals_s"])
             stalls[mode].append(extra + loop["final_wait_s"])
+            cpu[mode].append(loop["cpu_s"] - cpu_per_step * len(loop["intervals_s"]))
         blocked.append(one["loops"]["asynchronous"]["intervals_s"][0] - baseline)
     mb_per_s = {kind: {name: median(v) for name, v in by.items()} for kind, by in rates.items()}
     sync_stall = median(stalls["synchronous"])
@@ -270,6 +281,10 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "async_slowdown_vs_sync": median(stalls["asynchronous"]) / sync_stall,
         "async_blocked_vs_sync": median(blocked) / sync_stall,
         "stalls_each_round_s": stalls,
+        # CPU seconds a save added to rank 0's process (the writer thread's included): what
+        # an asynchronous save takes from training when training uses every core.
+        "save_cpu_s": {mode: median(values) for mode, values in cpu.items()},
+        "save_cpu_each_round_s": cpu,
     }
 
 

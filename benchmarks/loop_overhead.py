@@ -9,6 +9,8 @@ builds three loops over the same tiny MLP and data (a step of a few milliseconds
 cost per step shows):
 
 - raw:       DDP + DistributedSampler; the loss all_reduced and printed every EVERY steps;
+- raw again: the same raw loop built a second time: raw again / raw is how far two identical
+             loops differ in this run (the noise floor the other ratios are read against);
 - init+wrap: `st.init()`, `st.wrap`, `st.loader`, otherwise the raw loop;
 - readme:    the README's loop: `st.Checkpointer` (`ckpt.epochs`/`ckpt.batches`, saving by
              default about once a minute here, a step that the median step time does not
@@ -41,9 +43,10 @@ from common import save, spread  # noqa: E402
 
 # 2 ranks x 32 samples; 32 inputs -> 64 -> 10 classes: a step of a few ms on one core.
 GLOBAL_BATCH_PER_RANK, FEATURES, HIDDEN, CLASSES, SAMPLES = 32, 32, 64, 10, 32 * 16 * 64
-ROUNDS, WARMUP_STEPS, STEPS_PER_ROUND, EVERY = 5, 50, 300, 50
+# Short rounds, many of them: drift of the machine then hits every loop alike.
+ROUNDS, WARMUP_STEPS, STEPS_PER_ROUND, EVERY = 10, 50, 150, 50
 SIZES = (2, 4, 8, 16)
-LOOPS = ("raw", "init+wrap", "readme")
+LOOPS = ("raw", "raw again", "init+wrap", "readme")
 
 
 def run_size(nproc: int, steps: int, rounds: int) -> dict[str, object]:
@@ -156,7 +159,12 @@ def worker(out: Path, steps: int, rounds: int, run_dir: Path) -> None:
             times.append(time.perf_counter() - started)
         return statistics.median(times), (time.process_time() - cpu_started) / count
 
-    loops = {"raw": raw_loop(), "init+wrap": init_wrap_loop(), "readme": readme_loop()}
+    loops = {
+        "raw": raw_loop(),
+        "raw again": raw_loop(),
+        "init+wrap": init_wrap_loop(),
+        "readme": readme_loop(),
+    }
     for loop in loops.values():
         timed(loop, WARMUP_STEPS)
     medians: dict[str, list[float]] = {name: [] for name in loops}

@@ -32,6 +32,10 @@ sys.path.insert(0, str(HERE.parent / "examples" / "gpt"))
 
 WORLD_SIZES = (2, 4)
 VARIANTS = ("raw_ddp", "ddp", "raw_fsdp", "fsdp", "hsdp", "zero2", "zero3")
+# raw_ddp built a second time and timed like the others: two identical steps differ by this
+# much in the same run (the noise floor of the wrapper overhead); no memory measurement.
+SAME_AGAIN = "raw_ddp_again"
+TIMED = (*VARIANTS, SAME_AGAIN)
 # A GPT of 4 blocks, 256 wide, 128 tokens: 3.3 M parameters, ~0.1 s a step on one core.
 LAYERS, HEADS, WIDTH, BLOCK, VOCAB, GLOBAL_BATCH = 4, 4, 256, 128, 256, 16
 WARMUP_STEPS, MEMORY_STEPS = 3, 3
@@ -104,12 +108,12 @@ def time_all(out: Path, rounds_count: int, steps_per_round: int) -> None:
     import scaletrain as st
 
     st.init()
-    steps = {variant: build(variant) for variant in VARIANTS}
+    steps = {variant: build(variant) for variant in TIMED}
     for step in steps.values():
         seconds_per_step(step, WARMUP_STEPS)
-    rounds: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    rounds: dict[str, list[float]] = {variant: [] for variant in TIMED}
     for index in range(rounds_count):
-        order = VARIANTS[index % len(VARIANTS) :] + VARIANTS[: index % len(VARIANTS)]
+        order = TIMED[index % len(TIMED) :] + TIMED[: index % len(TIMED)]
         for variant in order:
             rounds[variant].append(seconds_per_step(steps[variant], steps_per_round))
     if dist.get_rank() == 0:
@@ -162,6 +166,7 @@ def run_all(scratch: Path, rounds_count: int, steps_per_round: int) -> dict[str,
                 "fsdp / raw_fsdp": medians["fsdp"] / medians["raw_fsdp"],
                 "ddp / raw_ddp": medians["ddp"] / medians["raw_ddp"],
             },
+            "same_step_twice": medians[SAME_AGAIN] / medians["raw_ddp"],
             "peak_memory_gb_per_rank": memory,
         }
         print(f"{world_size} ranks: {json.dumps(results[str(world_size)]['wrapper_overhead'])}")
@@ -188,7 +193,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time", type=Path, help="(one launch) time every variant")
     parser.add_argument("--memory", nargs=2, metavar=("VARIANT", "OUT"))
-    parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds per variant")
+    parser.add_argument("--rounds", type=int, default=8, help="interleaved rounds per variant")
     parser.add_argument("--steps-per-round", type=int, default=8)
     args = parser.parse_args()
     if args.time:

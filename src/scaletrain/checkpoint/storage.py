@@ -1,7 +1,8 @@
 """DCP's file writer and reader, made to run at the disk's speed without losing a guarantee.
 
 Writing: every file's size and CRC-32 are computed from the bytes on their way to the disk
-(no second read for the manifest); torch.save's own CRC of each record inside the file is
+(no second read for the manifest); the files bypass the page cache where the file system
+allows it (direct_file.py); torch.save's own CRC of each record inside the file is
 skipped, since the file's CRC covers those bytes; the number of writer threads (one file
 each) follows this rank's share of the state; each file is fsynced once, by DCP.
 
@@ -19,11 +20,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemWriter
 
+from scaletrain.checkpoint.direct_file import DirectFile
 from scaletrain.checkpoint.manifest import FileDigest, crc32
 
 # A thread (and file) per this many bytes of a rank's share, up to the rank's cores: below
@@ -73,7 +75,7 @@ def state_bytes(state: Any) -> int:
 class _ChecksummingStream(io.RawIOBase):
     """A file opened for writing that keeps the size and CRC-32 of what went through it."""
 
-    def __init__(self, file: io.BufferedWriter) -> None:
+    def __init__(self, file: DirectFile) -> None:
         super().__init__()
         self._file = file
         self.crc = 0
@@ -113,8 +115,8 @@ class ChecksummingFileSystem(FileSystem):
             with super().create_stream(path, mode) as stream:
                 yield stream
             return
-        with Path(path).open(mode) as file:
-            stream = _ChecksummingStream(cast(io.BufferedWriter, file))
+        with DirectFile(path) as file:
+            stream = _ChecksummingStream(file)
             yield stream
         name = Path(path).name.removesuffix(_TEMPORARY_SUFFIX)
         with self._lock:
