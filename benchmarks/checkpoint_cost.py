@@ -5,8 +5,9 @@
   torch.distributed.checkpoint (DCP) save/load of the same state with default options;
 - for a training loop: how long a synchronous save stalls it, and for an asynchronous save
   how long the loop was blocked (the copy to CPU memory) and its total slowdown (the extra
-  time of all steps while the background write runs, plus any wait for it at the end); and
-  the CPU time each save added to rank 0's process, the writer thread's included.
+  time, over the median step without saves, of every step the background write overlapped,
+  plus any wait for it at the end); and the CPU time each save added to rank 0's process over
+  those steps, the writer thread's included.
 
     .venv/bin/python benchmarks/checkpoint_cost.py             # 201 MB of state, ~15 min
     .venv/bin/python benchmarks/checkpoint_cost.py --layers 8  # 403 MB
@@ -183,15 +184,14 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
     )
     batch = torch.randn(args.batch, args.width)
     warmup = 3
-    arrivals = []
+    arrivals, cpu_times, in_flight = [], [], []
     step, writing = 0, False
     # At least `window` steps after the save, and on while a background write is in flight
     # on any rank: the slowdown is what the steps it overlaps lose, not a wait for it. Every
     # mode asks (a tiny all_reduce per step), so that the steps stay comparable.
     while step < warmup + args.window or (writing and step < warmup + MAX_STEPS):
         arrivals.append(time.perf_counter())
-        if step == warmup - 1:
-            cpu_started = time.process_time()  # this rank's every thread: the writer's too
+        cpu_times.append(time.process_time())  # this rank's every thread: the writer's too
         model(batch).square().mean().backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -207,16 +207,31 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
             ckpt._save("benchmark", blocking=mode == "synchronous")
         step += 1
         writing = st.total(float(mode == "asynchronous" and ckpt._writer.in_flight)) > 0
+        in_flight.append(writing)
     arrivals.append(time.perf_counter())
+    cpu_times.append(time.process_time())
     started = time.perf_counter()
     if mode == "asynchronous":
         ckpt._writer.wait()  # only when the write outlasted MAX_STEPS steps
-    intervals = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+    final_wait = time.perf_counter() - started
+
+    def per_step(times: list[float]) -> list[float]:
+        return [later - earlier for earlier, later in itertools.pairwise(times)][warmup - 1 :]
+
     return {
-        "intervals_s": intervals[warmup - 1 :],
-        "final_wait_s": time.perf_counter() - started,
-        "cpu_s": time.process_time() - cpu_started,
+        "intervals_s": per_step(arrivals),
+        "cpu_s": per_step(cpu_times),
+        "in_flight_after": in_flight[warmup - 1 :],
+        "final_wait_s": final_wait,
+        "final_cpu_s": time.process_time() - cpu_times[-1],
     }
+
+
+def overlapped(loop: dict[str, Any]) -> list[int]:
+    """The steps a save can have slowed: the one it started after, and every step during
+    which a background write was in flight (at its start or at its end)."""
+    after = loop["in_flight_after"]
+    return [0] + [i for i in range(1, len(after)) if after[i - 1] or after[i]]
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -259,12 +274,15 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     for one in rounds:
         quiet = one["loops"]["no save"]
         baseline = median(quiet["intervals_s"])
-        cpu_per_step = quiet["cpu_s"] / len(quiet["intervals_s"])
+        cpu_per_step = median(quiet["cpu_s"])
         for mode in stalls:
             loop = one["loops"][mode]
-            extra = sum(loop["intervals_s"]) - baseline * len(loop["intervals_s"])
+            # Only the steps the save overlapped: the noise of the other steps stays out.
+            steps = overlapped(loop)
+            extra = sum(loop["intervals_s"][i] - baseline for i in steps)
             stalls[mode].append(extra + loop["final_wait_s"])
-            cpu[mode].append(loop["cpu_s"] - cpu_per_step * len(loop["intervals_s"]))
+            extra_cpu = sum(loop["cpu_s"][i] - cpu_per_step for i in steps)
+            cpu[mode].append(extra_cpu + loop["final_cpu_s"])
         blocked.append(one["loops"]["asynchronous"]["intervals_s"][0] - baseline)
     mb_per_s = {kind: {name: median(v) for name, v in by.items()} for kind, by in rates.items()}
     sync_stall = median(stalls["synchronous"])
