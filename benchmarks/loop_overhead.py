@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,6 +45,7 @@ from common import save, spread  # noqa: E402
 GLOBAL_BATCH_PER_RANK, FEATURES, HIDDEN, CLASSES, SAMPLES = 32, 32, 64, 10, 32 * 16 * 64
 # Short rounds, many of them: drift of the machine then hits every loop alike.
 ROUNDS, WARMUP_STEPS, STEPS_PER_ROUND, EVERY = 10, 50, 150, 50
+MACHINERY_STEPS = 20_000
 SIZES = (2, 4, 8, 16)
 LOOPS = ("raw", "raw again", "init+wrap", "readme")
 
@@ -175,6 +176,7 @@ def worker(out: Path, steps: int, rounds: int, run_dir: Path) -> None:
             wall, cpu_per_step = timed(loops[name], steps)
             medians[name].append(wall)
             cpu[name].append(cpu_per_step)
+    cpu["machinery"] = machinery_cpu_per_step(run_dir / "machinery", global_batch, rounds)
     # Wall time under oversubscribed cores mostly measures the scheduler; CPU time per step,
     # averaged over the ranks, is what each loop costs.
     every_rank: list[dict[str, list[float]] | None] = [None] * world
@@ -185,14 +187,48 @@ def worker(out: Path, steps: int, rounds: int, run_dir: Path) -> None:
                 statistics.fmean(rank[name][r] for rank in every_rank if rank)
                 for r in range(rounds)
             ]
-            for name in loops
+            for name in cpu
         }
         out.write_text(json.dumps({"wall": medians, "cpu": cpu_mean}), encoding="utf-8")
     st.shutdown()
 
 
+def machinery_cpu_per_step(run_dir: Path, global_batch: int, rounds: int) -> list[float]:
+    """CPU seconds per step of the README loop's own calls around an empty step (the batch
+    through `ckpt.batches`, `progress.update(loss=...)`, the votes) minus a bare loop over the
+    same batches, one value per round: what the loop adds per step, without a model and
+    DDP whose noise would hide a few microseconds. Progress reports are left out (every
+    EVERY steps; the raw loop reports as often)."""
+    import torch
+    import torch.distributed as dist
+
+    import scaletrain as st
+
+    batches = [torch.zeros(1)] * MACHINERY_STEPS
+    loss = torch.tensor(1.0)
+    ckpt = st.Checkpointer(model=torch.nn.Linear(2, 2), run_dir=run_dir, every_minutes=None)
+    progress = st.Progress(10**9, samples_per_step=global_batch, every=10**9)
+
+    def bare() -> None:
+        for _ in batches:
+            pass
+
+    def readme() -> None:
+        for _ in ckpt.batches(batches):
+            progress.update(loss=loss)
+
+    def cpu_per_step(body: Callable[[], None]) -> float:
+        dist.barrier()
+        started = time.process_time()
+        body()
+        return (time.process_time() - started) / MACHINERY_STEPS
+
+    return [cpu_per_step(readme) - cpu_per_step(bare) for _ in range(rounds)]
+
+
 def summary(measured: dict[str, dict[str, list[float]]]) -> dict[str, object]:
-    medians, cpu = measured["wall"], measured["cpu"]
+    medians, cpu = measured["wall"], dict(measured["cpu"])
+    machinery = cpu.pop("machinery")
     raw = statistics.median(medians["raw"])
     raw_cpu = statistics.median(cpu["raw"])
     return {
@@ -208,6 +244,7 @@ def summary(measured: dict[str, dict[str, list[float]]]) -> dict[str, object]:
         "cpu_overhead_per_step_us": {
             name: (statistics.median(values) - raw_cpu) * 1e6 for name, values in cpu.items()
         },
+        "machinery_cpu_us_per_step": spread([value * 1e6 for value in machinery]),
     }
 
 
@@ -227,7 +264,10 @@ def main() -> None:
     for nproc in options.nproc:
         print(f"loop_overhead: {nproc} ranks ...", file=sys.stderr, flush=True)
         by_size[str(nproc)] = summary(run_size(nproc, options.steps, options.rounds))
-        shown = {key: by_size[str(nproc)][key] for key in ("ratio_to_raw", "cpu_ratio_to_raw")}
+        shown = {
+            key: by_size[str(nproc)][key]
+            for key in ("ratio_to_raw", "cpu_ratio_to_raw", "machinery_cpu_us_per_step")
+        }
         print(json.dumps(shown), file=sys.stderr, flush=True)
     record = {
         "benchmark": "loop_overhead",

@@ -43,6 +43,10 @@ RUNS = {
 }
 SUMMARY = RESULTS / "summary.md"
 PACKAGES = ("torch", "scaletrain", "lightning-fabric", "accelerate")
+# "Flat from 2 to 16 ranks": the README loop's per-step cost may differ by this much between
+# sizes; anything that grew with the ranks (a collective per step: 2(N-1) latencies) would
+# add hundreds of microseconds.
+FLAT_US = 5.0
 
 
 def load(name: str) -> dict[str, Any]:
@@ -220,6 +224,29 @@ def loop_rows() -> list[tuple[str, str, str, str, bool]]:
     return rows
 
 
+def machinery_row() -> list[tuple[str, str, str, str, bool]]:
+    """What the README loop's own calls cost per step at each number of ranks (older result
+    files have no such measurement)."""
+    by_size = load("loop_overhead")["by_world_size"]
+    costs = {
+        size: result["machinery_cpu_us_per_step"]
+        for size, result in by_size.items()
+        if "machinery_cpu_us_per_step" in result
+    }
+    if not costs:
+        return []
+    medians = [cost["median"] for cost in costs.values()]
+    return [
+        (
+            "CPU per step of the README loop's own calls (no model), " + "/".join(costs) + " ranks",
+            " / ".join(f"{cost['median']:.1f} µs" for cost in costs.values()),
+            ", ".join(f"{cost['min']:.1f}-{cost['max']:.1f}" for cost in costs.values()),
+            f"flat: the largest ≤ the smallest + {FLAT_US:g} µs",
+            max(medians) <= min(medians) + FLAT_US,
+        )
+    ]
+
+
 def strategy_rows() -> list[tuple[str, str, str, str, bool]]:
     """The strategies' wrapper overhead against the same model wrapped by hand, and their
     peak memory per rank, per number of ranks."""
@@ -326,8 +353,8 @@ def render_summary() -> str:
         "| what | measured | spread | target | met |",
         "|---|---|---|---|---|",
     ]
-    every = rows() + loop_rows() + checkpoint_rows() + strategy_rows() + observe_rows()
-    every += heartbeat_rows()
+    every = rows() + loop_rows() + machinery_row() + checkpoint_rows() + strategy_rows()
+    every += observe_rows() + heartbeat_rows()
     for what, measured, spread_text, target, met in every:
         verdict = "yes" if met else "no"
         lines.append(f"| {what} | {measured} | {spread_text} | {target} | "

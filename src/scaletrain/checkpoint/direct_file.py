@@ -12,20 +12,23 @@ Direct I/O needs the buffer's address, the length and the file offset aligned to
 device's block: bytes are gathered in a page-aligned buffer and written in whole blocks; at
 a flush the last partial block is written padded and the file cut back to its size, and
 kept, so that later bytes rewrite that block whole. Where the file system refuses O_DIRECT
-(tmpfs, some FUSE and NFS mounts, macOS), the file is written through the page cache.
+(ramfs, some FUSE and NFS mounts, macOS) at the open or at a write (an alignment larger than
+ours), the file is written through the page cache.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import io
 import mmap
 import os
 import threading
 from typing import Any
 
-# Covers the 512- and 4096-byte blocks of disks and the page alignment Lustre asks for.
-ALIGNMENT = 4096
+# Covers the 512- and 4096-byte blocks of disks and the page alignment Lustre's clients ask
+# for (64 KiB pages on some aarch64 nodes).
+ALIGNMENT = max(4096, mmap.PAGESIZE)
 # Bytes gathered before a direct write: large enough that each write streams at the disk's
 # speed (a direct write waits for the device), small enough to keep one per writing thread.
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -94,7 +97,7 @@ class DirectFile(io.RawIOBase):
                 self._filled += piece
                 taken += piece
                 if self._filled == CHUNK_BYTES:
-                    _write_all(self._fd, memoryview(self._buffer))
+                    self._write_out(CHUNK_BYTES)
                     self._filled = 0
         self._position += len(view)
         return len(view)
@@ -108,15 +111,31 @@ class DirectFile(io.RawIOBase):
         if tail:
             padded = whole + ALIGNMENT
             self._buffer[self._filled : padded] = bytes(padded - self._filled)
-            _write_all(self._fd, memoryview(self._buffer)[:padded])
+            self._write_out(padded)
             os.ftruncate(self._fd, self._position)
             # Keep the partial block: the next bytes are written after it, from its start.
             self._buffer.move(0, whole, tail)
             os.lseek(self._fd, -ALIGNMENT, os.SEEK_CUR)
         else:
-            _write_all(self._fd, memoryview(self._buffer)[:whole])
+            self._write_out(whole)
         self._filled = tail
         self._flushed = self._position
+
+    def _write_out(self, count: int) -> None:
+        """Write the buffer's first `count` bytes at the file's offset."""
+        assert self._buffer is not None
+        with memoryview(self._buffer) as buffer:
+            done = 0
+            while done < count:
+                try:
+                    done += os.write(self._fd, buffer[done:count])
+                except OSError as error:
+                    if not self.direct or error.errno != errno.EINVAL:
+                        raise
+                    # The device wants a larger alignment: the rest goes through the page cache.
+                    flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
+                    fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~_O_DIRECT)
+                    self.direct = False
 
     def close(self) -> None:
         if self.closed:
