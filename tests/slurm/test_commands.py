@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +25,28 @@ def sleep_job(cluster: SlurmCluster, folder: Path) -> str:
         assert time.monotonic() < deadline, f"job {job_id} did not start\n{cluster.logs()}"
         time.sleep(0.2)
     return job_id
+
+
+_PRINT_IN_ASCII_LOCALE = r"""
+import locale, os
+from scaletrain.slurm.commands import run_command
+print(locale.getpreferredencoding(False))
+print(ascii(run_command("printf", "caf\\303\\251 \\377", environ=os.environ)))
+"""
+
+
+def test_slurm_output_is_read_as_utf8_whatever_the_login_shells_locale() -> None:
+    # A job or partition name in UTF-8, read under LANG=C without Python's UTF-8 coercion
+    # (a site's old container, a batch environment); printf stands in for squeue's bytes.
+    environ = {**os.environ, "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", _PRINT_IN_ASCII_LOCALE],
+        env=environ, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    encoding, printed = done.stdout.splitlines()
+    assert encoding == "ANSI_X3.4-1968"  # the locale really was ASCII
+    assert printed == ascii("café \ufffd")  # an invalid byte is replaced, not an error
 
 
 def test_a_machine_without_slurm_gets_a_clear_error(tmp_path: Path) -> None:

@@ -66,7 +66,10 @@ def run_command(
             env=dict(environ),
             cwd=cwd,
             capture_output=True,
-            text=True,
+            # Slurm prints names and paths as they were given, UTF-8 on any recent system,
+            # whatever the locale of the login shell (LANG=C would make Python expect ASCII).
+            encoding="utf-8",
+            errors="replace",
             timeout=timeout_s,
             check=False,
         )
