@@ -5,8 +5,9 @@ raw PyTorch DDP, in one run; and how its per-step overhead grows with the number
     python benchmarks/loop_overhead.py --nproc 2 4      # some of them
 
 For each size it starts `torchrun --standalone --nproc-per-node=N` on this file. Each rank
-builds three loops over the same tiny MLP and data (a step of a few milliseconds, so that any
-cost per step shows):
+builds four loops over the same tiny MLP and data (a step of a few milliseconds, so that any
+cost per step shows), then times the README loop's own calls around an empty step
+(machinery_cpu_per_step):
 
 - raw:       DDP + DistributedSampler; the loss all_reduced and printed every EVERY steps;
 - raw again: the same raw loop built a second time: raw again / raw is how far two identical

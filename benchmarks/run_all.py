@@ -224,7 +224,7 @@ def loop_rows() -> list[tuple[str, str, str, str, bool]]:
     return rows
 
 
-def machinery_row() -> list[tuple[str, str, str, str, bool]]:
+def machinery_rows() -> list[tuple[str, str, str, str, bool]]:
     """What the README loop's own calls cost per step at each number of ranks (older result
     files have no such measurement)."""
     by_size = load("loop_overhead")["by_world_size"]
@@ -353,7 +353,7 @@ def render_summary() -> str:
         "| what | measured | spread | target | met |",
         "|---|---|---|---|---|",
     ]
-    every = rows() + loop_rows() + machinery_row() + checkpoint_rows() + strategy_rows()
+    every = rows() + loop_rows() + machinery_rows() + checkpoint_rows() + strategy_rows()
     every += observe_rows() + heartbeat_rows()
     for what, measured, spread_text, target, met in every:
         verdict = "yes" if met else "no"

@@ -2,8 +2,8 @@
 
 Why: a buffered write copies every byte into the kernel's page cache, and that copy (with
 the page allocations behind it) is most of the CPU a save costs. An asynchronous save's
-writer takes that CPU from training: 201 MB of checkpoint cost its writer thread 0.13-0.59 s
-of CPU buffered, most of it in `write` (docs/checkpoints.md, "Asynchronous saves"). Written
+writer takes that CPU from training: 201 MB of checkpoint cost its writer thread 0.13-0.61 s
+of CPU buffered, most of it in `write`, and 0.08 s direct (docs/checkpoints.md, "On disk"). Written
 directly, the device reads the bytes from this process's buffer and the kernel copies
 nothing. Lustre and GPFS take large aligned direct writes at full speed, and a checkpoint is
 not read again soon by the node that wrote it, so the page cache gains nothing.
