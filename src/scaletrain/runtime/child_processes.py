@@ -17,10 +17,17 @@ it stops, to the rank's whole process group) send it to the forkserver and the w
 a worker or forkserver dying of it crashes the rank ("DataLoader worker exited
 unexpectedly") before it saves, and a rank left waiting for the crashed one holds torchrun
 for its 30 s. Both ignore SIGTERM and end with their rank instead.
+
+That has one cost at the rank's own exit: multiprocessing ends its daemonic children with
+SIGTERM and then waits for them, forever for a worker that ignores it. A loader still alive
+then (a script's global, or any frame of an uncaught exception) would hang the exit after
+training finished or crashed. Such children are ended first (`end_deaf_children`).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
 import multiprocessing
 import os
@@ -28,10 +35,13 @@ import signal
 import sys
 from collections.abc import Callable
 from multiprocessing import forkserver
+from pathlib import Path
 
 # prctl(2): deliver this signal to the calling process when its parent thread exits.
 _PR_SET_PDEATHSIG = 1
 _PRELOAD_MODULE = "scaletrain.runtime.forkserver_preload"
+# Seconds a loader worker gets to end by itself when its process exits.
+_EXIT_GRACE_S = 5.0
 
 
 def die_with_parent(parent: int | None = None, *, sent: signal.Signals = signal.SIGKILL) -> None:
@@ -51,7 +61,8 @@ def die_with_parent(parent: int | None = None, *, sent: signal.Signals = signal.
 
 
 def end_children_with_this_process() -> None:
-    """Make the forkserver this process may start, and everything it forks, end with it."""
+    """Make the forkserver this process may start, and everything it forks, end with it,
+    also when this process exits normally."""
     if not sys.platform.startswith("linux"):
         return
     context = multiprocessing.get_context("forkserver")
@@ -59,6 +70,41 @@ def end_children_with_this_process() -> None:
     current = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
     if _PRELOAD_MODULE not in current:
         context.set_forkserver_preload([*current, _PRELOAD_MODULE])
+        # Registered after multiprocessing's own exit handler (imported above), so it runs
+        # before it: atexit runs the last registered first.
+        atexit.register(end_deaf_children)
+
+
+def ignores_sigterm(pid: int) -> bool:
+    """Whether the kernel will drop a SIGTERM sent to `pid` (SigIgn in /proc; False when
+    the process is gone or /proc cannot say)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    ignored = status.split("SigIgn:", 1)[1].split(maxsplit=1)[0] if "SigIgn:" in status else "0"
+    return bool(int(ignored, 16) >> (signal.SIGTERM - 1) & 1)
+
+
+def end_deaf_children() -> None:
+    """End this process's daemonic children that ignore SIGTERM (our loader workers), which
+    multiprocessing's exit handler would otherwise SIGTERM and then wait for forever.
+
+    SIGINT first: torch's worker loop ends on KeyboardInterrupt like on its own shutdown,
+    removing its temporary files; SIGKILL for one still running after a grace period.
+    """
+    deaf = [
+        child
+        for child in multiprocessing.active_children()
+        if child.daemon and child.pid is not None and ignores_sigterm(child.pid)
+    ]
+    for child in deaf:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGINT)  # type: ignore[arg-type]
+    for child in deaf:
+        child.join(timeout=_EXIT_GRACE_S)
+        if child.is_alive():
+            child.kill()
 
 
 def ignore_stop_signal(worker_init: Callable[[int], object] | None, worker_id: int) -> None:

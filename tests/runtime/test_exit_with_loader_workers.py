@@ -1,0 +1,79 @@
+"""A training script ends when it ends, whatever state its st.loader workers are in.
+
+The workers ignore SIGTERM (so that scancel does not crash a rank before it saves), and
+multiprocessing ends daemonic children at exit with SIGTERM and then waits for them: a
+loader still alive at exit used to hang the process forever. Real scripts, real workers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROCESS_TIMEOUT_S, clean_environ, kill_session
+
+pytestmark = pytest.mark.multiprocess
+
+PREAMBLE = """
+import torch
+from torch.utils.data import TensorDataset
+import scaletrain as st
+"""
+# The shape of most scripts: everything at the top level under the main guard, so the
+# loader (and its worker) is still alive when the interpreter exits.
+GLOBAL_LOADER = """
+if __name__ == "__main__":
+    st.init()
+    loader = st.loader(TensorDataset(torch.arange(64.0)), global_batch_size=8, num_workers=1)
+    total = sum(float(batch[0].sum()) for batch in loader)
+    print(f"trained: {total:g}", flush=True)
+"""
+# A bug in the loop: the traceback's frames keep the iterator and its worker alive at exit.
+CRASH_IN_LOOP = """
+def main():
+    st.init()
+    loader = st.loader(TensorDataset(torch.arange(64.0)), global_batch_size=8, num_workers=1)
+    for batch in loader:
+        raise ValueError("a bug in the training step")
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def run_script(folder: Path, body: str) -> subprocess.CompletedProcess[str]:
+    script = folder / "train.py"
+    script.write_text(textwrap.dedent(PREAMBLE + body), encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=folder,
+        env=clean_environ(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=PROCESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        kill_session(process)  # type: ignore[arg-type]
+        pytest.fail(f"the script did not exit within {PROCESS_TIMEOUT_S} s: it hung at exit")
+    finally:
+        kill_session(process)  # type: ignore[arg-type]
+    return subprocess.CompletedProcess(process.args, process.returncode, output)
+
+
+def test_a_script_whose_loader_is_alive_at_exit_exits_with_success(tmp_path: Path) -> None:
+    finished = run_script(tmp_path, GLOBAL_LOADER)
+    assert "trained: 2016" in finished.stdout
+    assert finished.returncode == 0, finished.stdout
+
+
+def test_a_script_that_crashes_inside_the_loop_exits_with_its_error(tmp_path: Path) -> None:
+    finished = run_script(tmp_path, CRASH_IN_LOOP)
+    assert finished.returncode == 1, finished.stdout
+    assert "ValueError: a bug in the training step" in finished.stdout
