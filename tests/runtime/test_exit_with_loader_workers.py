@@ -23,14 +23,15 @@ import torch
 from torch.utils.data import TensorDataset
 import scaletrain as st
 """
-# The shape of most scripts: everything at the top level under the main guard, so the
-# loader (and its worker) is still alive when the interpreter exits.
+# The README's shape: everything at the top level (under the main guard, which the loader's
+# forkserver needs), ending with st.shutdown(); the loader is still alive at exit.
 GLOBAL_LOADER = """
 if __name__ == "__main__":
     st.init()
     loader = st.loader(TensorDataset(torch.arange(64.0)), global_batch_size=8, num_workers=1)
     total = sum(float(batch[0].sum()) for batch in loader)
     print(f"trained: {total:g}", flush=True)
+    st.shutdown()
 """
 # A bug in the loop: the traceback's frames keep the iterator and its worker alive at exit.
 CRASH_IN_LOOP = """
