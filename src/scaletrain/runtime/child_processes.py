@@ -36,6 +36,9 @@ import sys
 from collections.abc import Callable
 from multiprocessing import forkserver
 from pathlib import Path
+from types import FrameType
+
+from scaletrain.core.errors import ScaletrainError
 
 # prctl(2): deliver this signal to the calling process when its parent thread exits.
 _PR_SET_PDEATHSIG = 1
@@ -105,6 +108,29 @@ def end_deaf_children() -> None:
         child.join(timeout=_EXIT_GRACE_S)
         if child.is_alive():
             child.kill()
+
+
+def refuse_a_child_importing_the_script() -> None:
+    """Fail with the fix when st.init() runs because a child process imports the main script.
+
+    A forkserver's or spawn's child (st.loader's workers) imports the script as `__mp_main__`
+    to find what it unpickles, running its top level again: without the main guard, each
+    worker would start training, and the rank only saw "DataLoader worker exited
+    unexpectedly". torch.multiprocessing.spawn's ranks call st.init() later, from the
+    function they run, and pass.
+    """
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__mp_main__":
+            raise ScaletrainError(
+                "st.init() ran in a child process while it imported your script: st.loader's "
+                "DataLoader workers start by importing the script, which runs everything at "
+                "its top level again.",
+                'put the training under `if __name__ == "__main__":` or in a main() '
+                "function called from there (as examples/mnist/train.py does), or use "
+                "st.loader(..., num_workers=0).",
+            )
+        frame = frame.f_back
 
 
 def ignore_stop_signal(worker_init: Callable[[int], object] | None, worker_id: int) -> None:

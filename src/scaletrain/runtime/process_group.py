@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 from scaletrain.core.errors import LaunchEnvironmentError, ScaletrainError
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.runtime.binding import bind_to_gpu_cores
-from scaletrain.runtime.child_processes import end_children_with_this_process
+from scaletrain.runtime.child_processes import (
+    end_children_with_this_process,
+    refuse_a_child_importing_the_script,
+)
 from scaletrain.runtime.device import (
     DeviceChoice,
     backend_for,
@@ -158,6 +161,7 @@ def init(
     global _current
     if _current is not None:
         return _current
+    refuse_a_child_importing_the_script()
     import torch
     import torch.distributed as dist
 

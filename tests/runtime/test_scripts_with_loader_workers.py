@@ -1,8 +1,10 @@
-"""A training script ends when it ends, whatever state its st.loader workers are in.
+"""Scripts with st.loader's workers: they end when they end, and a wrong shape is named.
 
 The workers ignore SIGTERM (so that scancel does not crash a rank before it saves), and
 multiprocessing ends daemonic children at exit with SIGTERM and then waits for them: a
-loader still alive at exit used to hang the process forever. Real scripts, real workers.
+loader still alive at exit used to hang the process forever. The workers come from a
+forkserver, which imports the script: one without the main guard used to fail with
+"DataLoader worker exited unexpectedly" only. Real scripts, real workers.
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ if __name__ == "__main__":
     main()
 """
 
+# What a user converting a top-level script by the README's snippet may write: no guard.
+NO_MAIN_GUARD = """
+st.init()
+loader = st.loader(TensorDataset(torch.arange(64.0)), global_batch_size=8, num_workers=1)
+print(f"trained: {sum(float(batch[0].sum()) for batch in loader):g}", flush=True)
+"""
+
 
 def run_script(folder: Path, body: str) -> subprocess.CompletedProcess[str]:
     script = folder / "train.py"
@@ -78,3 +87,10 @@ def test_a_script_that_crashes_inside_the_loop_exits_with_its_error(tmp_path: Pa
     finished = run_script(tmp_path, CRASH_IN_LOOP)
     assert finished.returncode == 1, finished.stdout
     assert "ValueError: a bug in the training step" in finished.stdout
+
+
+def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path: Path) -> None:
+    finished = run_script(tmp_path, NO_MAIN_GUARD)
+    assert finished.returncode == 1, finished.stdout
+    assert "st.init() ran in a child process while it imported your script" in finished.stdout
+    assert 'HINT: put the training under `if __name__ == "__main__":`' in finished.stdout
