@@ -201,23 +201,29 @@ def spread(name: str, values: list[float], unit: str) -> str:
 
 
 def loop_rows() -> list[tuple[str, str, str, str, bool]]:
-    """The README's loop against raw DDP, per number of ranks."""
+    """The README's loop against raw DDP, per number of ranks. The 2% target holds where each
+    rank has a core; with more ranks than cores, two identical loops differ by more than 2%
+    (raw again / raw), and the row shows the ratio and its interval without a target."""
+    result = load("loop_overhead")
+    cores = result.get("cores", os.cpu_count() or 1)
     rows = []
-    for size, result in load("loop_overhead")["by_world_size"].items():
-        times = result["step_time_s"]
-        ratio = result["ratio_to_raw"]["readme"]
-        # Older result files have no CPU time and no second raw loop.
-        cpu = result.get("cpu_ratio_to_raw", {}).get("readme")
-        same = result["ratio_to_raw"].get("raw again")
+    for size, by_size in result["by_world_size"].items():
+        times = by_size["step_time_s"]
+        ratio = by_size["ratio_to_raw"]["readme"]
+        low, high = by_size["ratio_interval_90"]["readme"]
+        same = by_size["ratio_to_raw"]["raw again"]
+        same_low, same_high = by_size["ratio_interval_90"]["raw again"]
+        own_core = int(size) <= cores
         rows.append(
             (
-                f"step time, the README's loop / raw DDP, {size} ranks",
-                f"{ratio:.3f} ({times['readme']['median'] * 1e3:.1f} vs "
-                f"{times['raw']['median'] * 1e3:.1f} ms)"
-                + (f"; CPU time per step {cpu:.3f}" if cpu is not None else "")
-                + (f"; raw again / raw {same:.3f}" if same is not None else ""),
-                f"raw {times['raw']['min'] * 1e3:.1f}-{times['raw']['max'] * 1e3:.1f} ms",
-                "≤ 1.02",
+                f"step time, the README's loop / raw DDP, {size} ranks on {cores} cores",
+                f"{ratio:.3f} (90% interval {low:.3f}-{high:.3f}; "
+                f"{times['readme']['kept'] * 1e3:.2f} vs {times['raw']['kept'] * 1e3:.2f} ms); "
+                f"raw again / raw {same:.3f} "
+                f"({same_low:.3f}-{same_high:.3f}); CPU time per step "
+                f"{by_size['cpu_ratio_to_raw']['readme']:.3f}",
+                f"raw {times['raw']['min'] * 1e3:.1f}-{times['raw']['max'] * 1e3:.1f} ms per round",
+                "≤ 1.02" if own_core else "-",
                 ratio <= 1.02,
             )
         )
