@@ -4,7 +4,8 @@
   read of the same bytes (each rank its share, in parallel) and next to plain
   torch.distributed.checkpoint (DCP) save/load of the same state with default options;
 - for a training loop: how long a synchronous save stalls it, and for an asynchronous save
-  how long the loop was blocked (the copy to CPU memory) and its total slowdown (the extra
+  how long the loop was blocked (the step the save started after, plus any wait of the next
+  optimizer step for the background copy of its state) and its total slowdown (the extra
   time, over the median step without saves, of every step the background write overlapped,
   plus any wait for it at the end); and the CPU time each save added to rank 0's process over
   those steps, the writer thread's included.
@@ -185,6 +186,7 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
     batch = torch.randn(args.batch, args.width)
     warmup = 3
     arrivals, cpu_times, in_flight = [], [], []
+    waited_before = 0.0
     step, writing = 0, False
     # At least `window` steps after the save, and on while a background write is in flight
     # on any rank: the slowdown is what the steps it overlaps lose, not a wait for it. Every
@@ -201,6 +203,7 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
             ckpt.step = 1
             ckpt._save("benchmark warm-up", blocking=mode == "synchronous")
             ckpt._writer.wait()
+            waited_before = ckpt._writer.waited_for_copy_s
         if step == warmup - 1 and mode != "no save":
             # One save at a chosen step boundary, as the loop's own boundary would start it.
             ckpt.step = step + 1
@@ -223,6 +226,8 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
         "cpu_s": per_step(cpu_times),
         "in_flight_after": in_flight[warmup - 1 :],
         "final_wait_s": final_wait,
+        # An asynchronous save's optimizer steps that waited for its background copy.
+        "waited_for_copy_s": ckpt._writer.waited_for_copy_s - waited_before if ckpt.enabled else 0,
         "final_cpu_s": time.process_time() - cpu_times[-1],
     }
 
@@ -283,7 +288,10 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             stalls[mode].append(extra + loop["final_wait_s"])
             extra_cpu = sum(loop["cpu_s"][i] - cpu_per_step for i in steps)
             cpu[mode].append(extra_cpu + loop["final_cpu_s"])
-        blocked.append(one["loops"]["asynchronous"]["intervals_s"][0] - baseline)
+        asynchronous = one["loops"]["asynchronous"]
+        blocked.append(
+            asynchronous["intervals_s"][0] - baseline + asynchronous.get("waited_for_copy_s", 0)
+        )
     mb_per_s = {kind: {name: median(v) for name, v in by.items()} for kind, by in rates.items()}
     sync_stall = median(stalls["synchronous"])
     return {

@@ -137,6 +137,12 @@ class Checkpointer:
             cores=self._env.cpu_count,
         )
         self._writer = BackgroundWriter(self._target, pin_staging=pin_staging)
+        # Asynchronous saves copy what only optimizer steps change in the background, and
+        # the next step waits for that copy (writer.py), where every step can be hooked.
+        self._copy_in_background = asynchronous and self._objects.steps_change_all_state
+        if self._copy_in_background:
+            for each in optimizers:
+                each.register_step_pre_hook(self._writer.before_step)
         if asynchronous:
             before_shutdown(self._writer.wait)  # st.shutdown() with a save in flight
         self._vote = StepVote(vote_group, self._env.world_size, is_main=self._env.is_main)
@@ -323,7 +329,8 @@ class Checkpointer:
         if blocking:
             write_checkpoint(job, self._target)
         else:
-            self._writer.submit(job)
+            later = self._objects.changed_only_by_steps() if self._copy_in_background else None
+            self._writer.submit(job, later=later or frozenset())
         self._last_saved_step = self.step
         self._last_save_time = time.monotonic()
         self._last_save_seconds = self._last_save_time - started

@@ -40,12 +40,46 @@ class HasState(Protocol):
     def load_state_dict(self, state_dict: dict[str, Any]) -> Any: ...
 
 
+def storage_of(value: Any) -> int | None:
+    """The address of a tensor's (local) data, to recognise it in a state dict; None for
+    anything else, and for tensors without plain storage (ShardedTensor, empty ones)."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    local = value.to_local() if hasattr(value, "to_local") else value
+    try:
+        return int(local.data_ptr()) or None
+    except RuntimeError:
+        return None
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TrainingObjects:
     model: nn.Module
     optimizers: Sequence[Optimizer] = ()
     others: dict[str, HasState] | None = None
     """Named extras (scheduler, scaler); their state must be plain data and tensors."""
+
+    @property
+    def steps_change_all_state(self) -> bool:
+        """Whether every optimizer is a torch optimizer, whose step hooks can tell when its
+        parameters and state are about to change (not a DeepSpeed engine's)."""
+        return (
+            not is_deepspeed_engine(self.model)
+            and bool(self.optimizers)
+            and all(isinstance(optimizer, Optimizer) for optimizer in self.optimizers)
+        )
+
+    def changed_only_by_steps(self) -> frozenset[int]:
+        """Addresses of the tensors only `optimizer.step()` changes: the parameters the
+        optimizers update, and their state (momentum, Adam's moments and step)."""
+        found: set[int | None] = set()
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                found.update(storage_of(parameter) for parameter in group["params"])
+            for per_parameter in optimizer.state.values():
+                found.update(storage_of(value) for value in per_parameter.values())
+        found.discard(None)
+        return frozenset(address for address in found if address is not None)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything to save, keyed 'model', 'optimizer' and the extras' names."""

@@ -34,6 +34,7 @@ from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from scaletrain import __version__
 from scaletrain.checkpoint.layout import CheckpointStore, fsync_folder
 from scaletrain.checkpoint.manifest import FileDigest, Manifest, Position
+from scaletrain.checkpoint.state import storage_of
 from scaletrain.checkpoint.storage import (
     ScaletrainWriter,
     state_bytes,
@@ -77,13 +78,28 @@ class SaveTarget:
     """This rank's cores: they bound the writer threads of a synchronous save."""
 
 
-def stage(state: Any, into: Any = None, *, pin: bool = True) -> Any:
+# A tensor left for the writer thread to copy: its place in the staged state, the tensor,
+# and the previous save's copy of it (a buffer to reuse).
+Deferred = tuple[dict[Any, Any], Any, torch.Tensor, Any]
+
+
+def stage(
+    state: Any,
+    into: Any = None,
+    *,
+    pin: bool = True,
+    later: frozenset[int] = frozenset(),
+    deferred: list[Deferred] | None = None,
+) -> Any:
     """A private CPU copy of a state dict, so that training can go on changing the original.
 
     Tensors are copied into the buffers of `into` (the previous copy, already written) when
     their shapes match: no new memory to fault in at every save. New buffers for GPU tensors
     are pinned (page-locked) when `pin`, for a fast device-to-host copy; torch's caching
     host allocator rounds each one up to a power of two (docs/checkpoints.md, "Memory").
+
+    Tensors of a dict whose data is at an address in `later` are not copied: their place is
+    appended to `deferred`, for `stage_deferred` to fill (in the writer thread).
     """
     if type(state) is torch.Tensor:  # DTensor and other subclasses: copied by their own rules
         same = isinstance(into, torch.Tensor) and (into.shape, into.dtype) == (
@@ -97,14 +113,29 @@ def stage(state: Any, into: Any = None, *, pin: bool = True) -> Any:
         return state.detach().to("cpu", copy=True)
     if isinstance(state, dict):
         earlier = into if isinstance(into, dict) else {}
-        return {key: stage(value, earlier.get(key), pin=pin) for key, value in state.items()}
+        staged: dict[Any, Any] = {}
+        for key, value in state.items():
+            if deferred is not None and storage_of(value) in later:
+                staged[key] = None
+                deferred.append((staged, key, value, earlier.get(key)))
+            else:
+                staged[key] = stage(
+                    value, earlier.get(key), pin=pin, later=later, deferred=deferred
+                )
+        return staged
     if isinstance(state, list | tuple):
         same_length = isinstance(into, list | tuple) and len(into) == len(state)
         return type(state)(
-            stage(value, old, pin=pin)
+            stage(value, old, pin=pin, later=later, deferred=deferred)
             for value, old in itertools.zip_longest(state, into if same_length else ())
         )
     return copy.deepcopy(state)
+
+
+def stage_deferred(deferred: list[Deferred], *, pin: bool) -> None:
+    """Copy the tensors `stage` left for later into their places."""
+    for container, key, tensor, previous in deferred:
+        container[key] = stage(tensor, previous, pin=pin)
 
 
 def _gather(digests: dict[str, FileDigest], target: SaveTarget) -> dict[str, FileDigest]:
@@ -168,7 +199,13 @@ def _prepare_writer_thread(device: torch.device) -> None:
 
 
 class BackgroundWriter:
-    """Writes checkpoints in a background thread, one at a time (asynchronous saving)."""
+    """Writes checkpoints in a background thread, one at a time (asynchronous saving).
+
+    What only `optimizer.step()` changes (the parameters it updates and its own state) is
+    copied in that thread too, while the next forward and backward run; `before_step`, an
+    optimizer step pre-hook, makes the next step wait for that copy. Everything else (buffers,
+    which forward changes; schedulers; plain values) is copied at the step boundary.
+    """
 
     def __init__(self, target: SaveTarget, *, pin_staging: bool = True) -> None:
         self.target = target
@@ -181,14 +218,45 @@ class BackgroundWriter:
         )
         self._pending: Future[Path | None] | None = None
         self._staged: Any = None
+        self._copied: threading.Event | None = None
+        self.waited_for_copy_s = 0.0
+        """Seconds optimizer steps waited for a background copy, over the run."""
 
-    def submit(self, job: SaveJob) -> None:
-        """Copy the state to CPU memory now (the only stall), write it in the background."""
+    def submit(self, job: SaveJob, *, later: frozenset[int] = frozenset()) -> None:
+        """Copy the state to CPU memory, write it in the background. Tensors whose data is
+        at an address in `later` are copied in the background too, before the write; call
+        `before_step` before anything changes them."""
         self.wait()  # also frees the previous copy's buffers for reuse
-        self._staged = stage(job.state, into=self._staged, pin=self._pin)
-        self._pending = self._executor.submit(
-            write_checkpoint, replace(job, state=self._staged), self.target, staged=True
+        deferred: list[Deferred] = []
+        self._staged = stage(
+            job.state, into=self._staged, pin=self._pin, later=later, deferred=deferred
         )
+        copied = self._copied = threading.Event() if deferred else None
+        self._pending = self._executor.submit(
+            self._copy_and_write, replace(job, state=self._staged), deferred, copied
+        )
+
+    def _copy_and_write(
+        self, job: SaveJob, deferred: list[Deferred], copied: threading.Event | None
+    ) -> Path | None:
+        try:
+            stage_deferred(deferred, pin=self._pin)
+        finally:
+            if copied is not None:
+                copied.set()  # also when the copy failed: the error comes with wait()
+        return write_checkpoint(job, self.target, staged=True)
+
+    def before_step(self, *_: object) -> None:
+        """An optimizer step pre-hook: wait until the background copy of the state it is
+        about to change is complete (at once when there is none)."""
+        copied = self._copied
+        if copied is None:
+            return
+        if not copied.is_set():
+            started = time.perf_counter()
+            copied.wait()
+            self.waited_for_copy_s += time.perf_counter() - started
+        self._copied = None
 
     @property
     def in_flight(self) -> bool:
@@ -198,5 +266,6 @@ class BackgroundWriter:
     def wait(self) -> None:
         """Block until the save in flight (if any) is published; re-raise its error."""
         pending, self._pending = self._pending, None
+        self._copied = None
         if pending is not None:
             pending.result()
