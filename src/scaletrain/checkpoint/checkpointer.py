@@ -139,7 +139,7 @@ class Checkpointer:
         self._writer = BackgroundWriter(self._target, pin_staging=pin_staging)
         # Asynchronous saves copy what only optimizer steps change in the background, and
         # the next step waits for that copy (writer.py), where every step can be hooked.
-        self._copy_in_background = asynchronous and self._objects.steps_change_all_state
+        self._copy_in_background = asynchronous and self._objects.steps_can_be_hooked
         if self._copy_in_background:
             for each in optimizers:
                 each.register_step_pre_hook(self._writer.before_step)

@@ -60,8 +60,8 @@ class TrainingObjects:
     """Named extras (scheduler, scaler); their state must be plain data and tensors."""
 
     @property
-    def steps_change_all_state(self) -> bool:
-        """Whether every optimizer is a torch optimizer, whose step hooks can tell when its
+    def steps_can_be_hooked(self) -> bool:
+        """Whether every optimizer is a torch optimizer, whose step pre-hooks tell when its
         parameters and state are about to change (not a DeepSpeed engine's)."""
         return (
             not is_deepspeed_engine(self.model)
@@ -78,7 +78,6 @@ class TrainingObjects:
                 found.update(storage_of(parameter) for parameter in group["params"])
             for per_parameter in optimizer.state.values():
                 found.update(storage_of(value) for value in per_parameter.values())
-        found.discard(None)
         return frozenset(address for address in found if address is not None)
 
     def state_dict(self) -> dict[str, Any]:
