@@ -277,20 +277,18 @@ def ratio_interval(loop: list[list[float]], raw: list[list[float]]) -> tuple[flo
 def summary(measured: dict[str, Any]) -> dict[str, object]:
     rounds, cpu = measured["wall"], dict(measured["cpu"])
     machinery = cpu.pop("machinery")
-    raw = step_time(rounds["raw"])
+    kept = {name: step_time(values) for name, values in rounds.items()}
     raw_cpu = statistics.median(cpu["raw"])
     return {
         "step_time_s": {
-            name: spread([step_time([steps]) for steps in values]) | {"kept": step_time(values)}
+            name: spread([step_time([steps]) for steps in values]) | {"kept": kept[name]}
             for name, values in rounds.items()
         },
-        "ratio_to_raw": {name: step_time(values) / raw for name, values in rounds.items()},
+        "ratio_to_raw": {name: kept[name] / kept["raw"] for name in kept},
         "ratio_interval_90": {
             name: ratio_interval(values, rounds["raw"]) for name, values in rounds.items()
         },
-        "overhead_per_step_us": {
-            name: (step_time(values) - raw) * 1e6 for name, values in rounds.items()
-        },
+        "overhead_per_step_us": {name: (kept[name] - kept["raw"]) * 1e6 for name in kept},
         "cpu_per_step_s": {name: spread(values) for name, values in cpu.items()},
         "cpu_ratio_to_raw": {
             name: statistics.median(values) / raw_cpu for name, values in cpu.items()

@@ -12,13 +12,14 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.support.leftovers import Isolation, isolate, leftovers
 
 if TYPE_CHECKING:
+    import scaletrain as st
     from tests.support.slurm_cluster import SlurmCluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,6 +117,15 @@ def scaletrain(
     )
 
 
+@pytest.fixture
+def single_process() -> Iterator[st.DistEnv]:
+    """This test process as a group of one (`st.init()` without a launcher), left after."""
+    import scaletrain as st
+
+    yield st.init()
+    st.shutdown()
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     """A 2-node Slurm cluster (n1, n2; partition debug, 4 CPUs each) for the whole session.
@@ -156,8 +166,9 @@ def end_session(process: subprocess.Popen[bytes], *, timeout: float = PROCESS_TI
         kill_session(process)
 
 
-def kill_session(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL whatever is left of the session `start_scaletrain` created (nothing else)."""
+def kill_session(process: subprocess.Popen[Any]) -> None:
+    """SIGKILL whatever is left of the session a test's process was started in (with
+    `start_new_session=True`, as `start_scaletrain` does; nothing else)."""
     with contextlib.suppress(ProcessLookupError):  # every process of the session ended
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()

@@ -9,11 +9,9 @@ the step hook, the later layers' momentum differs here).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 from torch import nn
@@ -22,12 +20,6 @@ from torch.distributed.checkpoint.state_dict import get_state_dict
 import scaletrain as st
 
 WIDTH, LAYERS, STEPS, EVERY = 2048, 4, 12, 3
-
-
-@pytest.fixture
-def single_process() -> Iterator[st.DistEnv]:
-    yield st.init()
-    st.shutdown()
 
 
 def model_with_buffers() -> nn.Module:

@@ -8,12 +8,9 @@ go through the real test Slurm in test_jobs_on_slurm.py.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import random
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -26,7 +23,7 @@ from scaletrain.planning.modes import launch_modes
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
 from scaletrain.runtime.launchers import detect_layout
-from tests.conftest import WORKERS, clean_environ
+from tests.conftest import WORKERS, clean_environ, kill_session
 from tests.launch.test_render import HOSTILE_ARGUMENTS
 from tests.support import fake_slurm
 from tests.support.job_scripts import HOSTILE_PROFILE_VALUE, hostile_site, render
@@ -85,8 +82,7 @@ def run_without_slurm(tmp_path: Path, mode: str) -> dict[str, Any]:
     try:
         output, _ = batch.communicate(timeout=JOB_TIMEOUT_S)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(batch.pid, signal.SIGKILL)
+        kill_session(batch)
     return {
         "exit_code": batch.returncode,
         "output": output,

@@ -70,10 +70,9 @@ def run_script(folder: Path, body: str) -> subprocess.CompletedProcess[str]:
     try:
         output, _ = process.communicate(timeout=PROCESS_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        kill_session(process)  # type: ignore[arg-type]
         pytest.fail(f"the script did not exit within {PROCESS_TIMEOUT_S} s: it hung at exit")
     finally:
-        kill_session(process)  # type: ignore[arg-type]
+        kill_session(process)
     return subprocess.CompletedProcess(process.args, process.returncode, output)
 
 

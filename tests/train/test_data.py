@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +16,6 @@ import scaletrain as st
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.runtime import process_group
 from scaletrain.train.data import EpochSampler, EvalSampler, per_rank_batch_size
-
-
-@pytest.fixture
-def single_process() -> Iterator[st.DistEnv]:
-    yield st.init()
-    st.shutdown()
 
 
 def test_global_batch_is_divided_by_ranks_and_accumulation() -> None:

@@ -4,7 +4,6 @@ the cluster profile knows the GPU's peak (through the plan.toml a generated job 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,6 @@ from scaletrain.planning.plan import write_plan
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
 from scaletrain.train.measures import transformer_flops_per_token
-
-
-@pytest.fixture
-def single_process() -> Iterator[st.DistEnv]:
-    yield st.init()
-    st.shutdown()
 
 
 def test_tokens_per_second_peak_memory_and_mfu_from_the_plan(

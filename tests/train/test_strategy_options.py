@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,6 @@ from scaletrain.train.strategies.blocks import find_blocks
 from scaletrain.train.strategies.deepspeed import deepspeed_config
 from scaletrain.train.strategies.options import WrapOptions
 from scaletrain.train.strategies.precision import Precision
-
-
-@pytest.fixture
-def single_process() -> Iterator[st.DistEnv]:
-    yield st.init()
-    st.shutdown()
 
 
 class Stack(nn.Module):

@@ -329,8 +329,9 @@ class Checkpointer:
         if blocking:
             write_checkpoint(job, self._target)
         else:
-            later = self._objects.changed_only_by_steps() if self._copy_in_background else None
-            self._writer.submit(job, later=later or frozenset())
+            in_background = self._copy_in_background
+            later = self._objects.changed_only_by_steps() if in_background else frozenset()
+            self._writer.submit(job, later=later)
         self._last_saved_step = self.step
         self._last_save_time = time.monotonic()
         self._last_save_seconds = self._last_save_time - started
