@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import scaletrain as st
 from scaletrain.clusters.catalog import load_profile
@@ -50,6 +51,30 @@ def test_tokens_per_second_peak_memory_and_mfu_from_the_plan(
     assert saved["mfu"] == summary["mfu"]
     records = [json.loads(line) for line in folder.metrics.joinpath("train.jsonl").open()]
     assert all("tokens_per_s" in record for record in records)
+
+
+def test_each_line_shows_the_mean_of_the_steps_since_the_last_one(
+    tmp_path: Path, single_process: st.DistEnv
+) -> None:
+    # 600 steps a line: more values than are kept unsummed at once, so partial sums add up too.
+    every, lines = 600, 2
+    folder = RunFolder(tmp_path / "run").create()
+    progress = st.Progress(every * lines, samples_per_step=1, every=every, run_folder=folder)
+    losses = torch.arange(every * lines, dtype=torch.float64) / 7
+    for step, loss in enumerate(losses.tolist()):
+        progress.update(
+            loss=torch.tensor(loss, dtype=torch.float32, requires_grad=True) * 1,  # a graph
+            accuracy=torch.tensor(loss, dtype=torch.bfloat16),
+            lr=float(step),
+        )
+    records = [json.loads(line) for line in folder.metrics.joinpath("train.jsonl").open()]
+
+    assert [record["step"] for record in records] == [every, 2 * every]
+    for record, chunk in zip(records, losses.split(every), strict=True):
+        assert record["loss"] == pytest.approx(chunk.mean().item(), rel=1e-6)
+        bf16 = chunk.to(torch.bfloat16).double()
+        assert record["accuracy"] == pytest.approx(bf16.mean().item(), rel=1e-9)
+    assert [record["lr"] for record in records] == [(every - 1) / 2, every + (every - 1) / 2]
 
 
 def test_without_a_known_peak_there_is_no_mfu(tmp_path: Path, single_process: st.DistEnv) -> None:

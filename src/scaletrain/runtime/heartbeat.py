@@ -102,6 +102,8 @@ class Heartbeat:
 
     def note_step(self, step: int) -> None:
         """A step finished (called at every step boundary: memory only)."""
+        if step == self._step:
+            return  # noted already: the Checkpointer's loop and Progress both note each step
         now = time.monotonic()
         if self._last_step_at is not None and step > self._step:
             self._durations.append((now - self._last_step_at) / (step - self._step))
