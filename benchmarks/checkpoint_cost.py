@@ -6,9 +6,9 @@
 - for a training loop: how long a synchronous save stalls it, and for an asynchronous save
   how long the loop was blocked (the step the save started after, plus any wait of the next
   optimizer step for the background copy of its state) and its total slowdown (the extra
-  time, over the median step without saves, of every step the background write overlapped,
-  plus any wait for it at the end); and the CPU time each save added to rank 0's process over
-  those steps, the writer thread's included.
+  time, over the same loop's median step once the save is over, of every step the background
+  write overlapped, plus any wait for it at the end); and the CPU time each save added to
+  rank 0's process over those steps, the writer thread's included.
 
     .venv/bin/python benchmarks/checkpoint_cost.py             # 201 MB of state, ~15 min
     .venv/bin/python benchmarks/checkpoint_cost.py --layers 8  # 403 MB
@@ -40,11 +40,14 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results"
 SAVES = ("plain write", "plain DCP", "scaletrain")
 LOADS = ("plain read", "plain DCP", "scaletrain")
-LOOPS = ("no save", "synchronous", "asynchronous")
+LOOPS = ("synchronous", "asynchronous")
 # The plain write and read move the same bytes as scaletrain's checkpoint, split over ranks.
 _SIZE_OF = {"plain write": "plain", "plain read": "plain"}
 # Steps a loop goes on for while a background write is in flight, at most.
 MAX_STEPS = 400
+# Steps after the save's last one whose median is the loop's own step time without a save;
+# the first AFTERMATH_STEPS of them are left out (a save's cache misses can linger).
+SETTLED_STEPS, AFTERMATH_STEPS = 14, 2
 
 
 def parse_args() -> argparse.Namespace:
@@ -168,7 +171,8 @@ def throughput_round(args: argparse.Namespace, work: Path, number: int) -> dict[
 
 
 def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any]:
-    """Train `window` steps after one save (none, synchronous or asynchronous)."""
+    """Train `window` steps after one save (synchronous or asynchronous), and on until the
+    loop has run SETTLED_STEPS without a write in flight."""
     import torch
 
     import scaletrain as st
@@ -180,37 +184,38 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
         every_minutes=None,
         keep=1,
         asynchronous=mode == "asynchronous",
-        enabled=mode != "no save",
         run_dir=work / f"loop-{mode}-{time.monotonic_ns()}",
     )
     batch = torch.randn(args.batch, args.width)
     warmup = 3
     arrivals, cpu_times, in_flight = [], [], []
     waited_before = 0.0
-    step, writing = 0, False
-    # At least `window` steps after the save, and on while a background write is in flight
-    # on any rank: the slowdown is what the steps it overlaps lose, not a wait for it. Every
-    # mode asks (a tiny all_reduce per step), so that the steps stay comparable.
-    while step < warmup + args.window or (writing and step < warmup + MAX_STEPS):
+    step, settled = 0, 0
+    # At least `window` steps after the save, on while a background write is in flight on
+    # any rank (the slowdown is what the steps it overlaps lose, not a wait for it), and
+    # SETTLED_STEPS more after that, for the loop's own step time. Both modes ask (a tiny
+    # all_reduce per step), so that the steps stay comparable.
+    while (step < warmup + args.window or settled < SETTLED_STEPS) and step < warmup + MAX_STEPS:
         arrivals.append(time.perf_counter())
         cpu_times.append(time.process_time())  # this rank's every thread: the writer's too
         model(batch).square().mean().backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if step == 0 and mode != "no save":
+        if step == 0:
             # A first save, not measured: a run's saves after its first reuse the staging
             # buffers (and the folders exist), and that steady state is what is measured.
             ckpt.step = 1
             ckpt._save("benchmark warm-up", blocking=mode == "synchronous")
             ckpt._writer.wait()
             waited_before = ckpt._writer.waited_for_copy_s
-        if step == warmup - 1 and mode != "no save":
+        if step == warmup - 1:
             # One save at a chosen step boundary, as the loop's own boundary would start it.
             ckpt.step = step + 1
             ckpt._save("benchmark", blocking=mode == "synchronous")
         step += 1
         writing = st.total(float(mode == "asynchronous" and ckpt._writer.in_flight)) > 0
         in_flight.append(writing)
+        settled = 0 if writing else settled + 1
     arrivals.append(time.perf_counter())
     cpu_times.append(time.process_time())
     started = time.perf_counter()
@@ -227,7 +232,7 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
         "in_flight_after": in_flight[warmup - 1 :],
         "final_wait_s": final_wait,
         # An asynchronous save's optimizer steps that waited for its background copy.
-        "waited_for_copy_s": ckpt._writer.waited_for_copy_s - waited_before if ckpt.enabled else 0,
+        "waited_for_copy_s": ckpt._writer.waited_for_copy_s - waited_before,
         "final_cpu_s": time.process_time() - cpu_times[-1],
     }
 
@@ -237,6 +242,13 @@ def overlapped(loop: dict[str, Any]) -> list[int]:
     which a background write was in flight (at its start or at its end)."""
     after = loop["in_flight_after"]
     return [0] + [i for i in range(1, len(after)) if after[i - 1] or after[i]]
+
+
+def own_step_time(values: list[float], counted: list[int]) -> float:
+    """The median of a loop's `values` per step after the steps a save `counted`, less the
+    first AFTERMATH_STEPS of them: the same loop's step without a save, measured minutes
+    closer than another loop's (whose step time here drifts by a fifth between loops)."""
+    return statistics.median(values[max(counted) + 1 + AFTERMATH_STEPS :])
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -277,21 +289,18 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     cpu: dict[str, list[float]] = {"synchronous": [], "asynchronous": []}
     blocked = []
     for one in rounds:
-        quiet = one["loops"]["no save"]
-        baseline = median(quiet["intervals_s"])
-        cpu_per_step = median(quiet["cpu_s"])
         for mode in stalls:
             loop = one["loops"][mode]
             # Only the steps the save overlapped: the noise of the other steps stays out.
             steps = overlapped(loop)
+            baseline = own_step_time(loop["intervals_s"], steps)
             extra = sum(loop["intervals_s"][i] - baseline for i in steps)
             stalls[mode].append(extra + loop["final_wait_s"])
+            cpu_per_step = own_step_time(loop["cpu_s"], steps)
             extra_cpu = sum(loop["cpu_s"][i] - cpu_per_step for i in steps)
             cpu[mode].append(extra_cpu + loop["final_cpu_s"])
-        asynchronous = one["loops"]["asynchronous"]
-        blocked.append(
-            asynchronous["intervals_s"][0] - baseline + asynchronous.get("waited_for_copy_s", 0)
-        )
+            if mode == "asynchronous":
+                blocked.append(loop["intervals_s"][0] - baseline + loop["waited_for_copy_s"])
     mb_per_s = {kind: {name: median(v) for name, v in by.items()} for kind, by in rates.items()}
     sync_stall = median(stalls["synchronous"])
     return {

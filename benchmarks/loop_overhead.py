@@ -17,15 +17,15 @@ cost per step shows), then times the README loop's own calls around an empty ste
              default about once a minute here, a step that the median step time does not
              see) and `st.Progress` with `progress.update(loss=loss)` at every step.
 
-Rounds of about two seconds alternate the loops, so that drift of the machine hits all alike;
-long enough that the README loop votes about as often as alone (rank 0 spaces votes by its
-loop's pace in wall time, which the other loops' rounds stretch; the result gives the steps
-per vote). The step time of a loop is the mean of its fastest half of steps (rank 0's): the
-scheduler's delays and the README loop's timed saves fall in the slower half. The ratio to raw
-comes with a 90% interval from resampling the rounds (paired: the same rounds for both
-loops). Also the CPU time per step (each process's threads, averaged over the ranks): with
-more ranks than cores, wall time mostly measures the scheduler, and two identical loops
-differ by a few percent.
+Rounds of about two seconds alternate the loops, each round in a random order, so that drift
+of the machine and what one loop leaves behind hit all alike; long enough that the README
+loop votes about as often as alone (rank 0 spaces votes by its loop's pace in wall time,
+which the other loops' rounds stretch; the result gives the steps per vote). The step time
+of a loop is the mean of its fastest half of steps (rank 0's): the scheduler's delays and
+the README loop's timed saves fall in the slower half. The ratio to raw comes with a 90%
+interval from resampling the rounds (paired: the same rounds for both loops). Also the CPU
+time per step (each process's threads, averaged over the ranks): with more ranks than cores,
+wall time mostly measures the scheduler, and two identical loops differ by a few percent.
 Results: benchmarks/results/loop_overhead.json.
 """
 
@@ -199,9 +199,12 @@ def worker(out: Path, round_seconds: float, rounds: int, run_dir: Path) -> None:
     dist.broadcast_object_list(steps)
     step_times: dict[str, list[list[float]]] = {name: [] for name in loops}
     cpu: dict[str, list[float]] = {name: [] for name in loops}
-    names = list(loops)
-    for number in range(rounds):
-        for name in names[number % len(names) :] + names[: number % len(names)]:
+    # Each round in its own random order (the same on every rank: one seed): with a fixed
+    # cycle each loop always followed the same one, and what that one left behind (a warm
+    # cache, a save's pages) fell on it alone.
+    order = random.Random(1)
+    for _ in range(rounds):
+        for name in order.sample(list(loops), len(loops)):
             wall, cpu_per_step = timed(loops[name], steps[0])
             step_times[name].append(wall)
             cpu[name].append(cpu_per_step)
