@@ -77,6 +77,19 @@ def test_each_line_shows_the_mean_of_the_steps_since_the_last_one(
     assert [record["lr"] for record in records] == [(every - 1) / 2, every + (every - 1) / 2]
 
 
+def test_a_tensor_changed_in_place_after_update_counts_as_it_was(
+    tmp_path: Path, single_process: st.DistEnv
+) -> None:
+    folder = RunFolder(tmp_path / "run").create()
+    progress = st.Progress(4, samples_per_step=1, every=4, run_folder=folder)
+    seen = torch.zeros(())  # a counter the loop keeps and increments in place
+    for _ in range(4):
+        seen += 1
+        progress.update(seen=seen)
+    (record,) = [json.loads(line) for line in folder.metrics.joinpath("train.jsonl").open()]
+    assert record["seen"] == (1 + 2 + 3 + 4) / 4
+
+
 def test_without_a_known_peak_there_is_no_mfu(tmp_path: Path, single_process: st.DistEnv) -> None:
     progress = st.Progress(
         1, samples_per_step=1, flops_per_step=1e9, run_folder=RunFolder(tmp_path)
