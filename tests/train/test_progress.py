@@ -56,7 +56,7 @@ def test_tokens_per_second_peak_memory_and_mfu_from_the_plan(
 def test_each_line_shows_the_mean_of_the_steps_since_the_last_one(
     tmp_path: Path, single_process: st.DistEnv
 ) -> None:
-    # 600 steps a line: more values than are kept unsummed at once, so partial sums add up too.
+    # 600 steps a line: more than one partial sum holds (256), so partial sums add up too.
     every, lines = 600, 2
     folder = RunFolder(tmp_path / "run").create()
     progress = st.Progress(every * lines, samples_per_step=1, every=every, run_folder=folder)
