@@ -4,7 +4,8 @@
   read of the same bytes (each rank its share, in parallel) and next to plain
   torch.distributed.checkpoint (DCP) save/load of the same state with default options;
 - for a training loop: how long a synchronous save stalls it, and for an asynchronous save
-  how long the loop was blocked (the step the save started after, plus any wait of the next
+  (scaletrain's, and the least work any asynchronous save does: least_async_save.py) how
+  long the loop was blocked (the step the save started after, plus any wait of the next
   optimizer step for the background copy of its state) and its total slowdown (the extra
   time, over the same loop's median step once the save is over, of every step the background
   write overlapped, plus any wait for it at the end); and the CPU time each save added to
@@ -37,10 +38,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from least_async_save import LeastAsyncSave
+
 RESULTS = Path(__file__).resolve().parent / "results"
 SAVES = ("plain write", "plain DCP", "scaletrain")
 LOADS = ("plain read", "plain DCP", "scaletrain")
-LOOPS = ("synchronous", "asynchronous")
+# "least": the least work any asynchronous save does (least_async_save.py), the floor that
+# scaletrain's asynchronous save is measured against.
+LOOPS = ("synchronous", "asynchronous", "least")
 # The plain write and read move the same bytes as scaletrain's checkpoint, split over ranks.
 _SIZE_OF = {"plain write": "plain", "plain read": "plain"}
 # Steps a loop goes on for while a background write is in flight, at most.
@@ -170,22 +176,53 @@ def throughput_round(args: argparse.Namespace, work: Path, number: int) -> dict[
     return {"seconds": seconds, "bytes": size}
 
 
+def share_of(tensors: list[Any], rank: int, world_size: int) -> list[Any]:
+    """This rank's share of `tensors`, balanced by bytes as DCP balances the replicated
+    tensors of a DDP model between the ranks that write them."""
+    shares: list[list[Any]] = [[] for _ in range(world_size)]
+    sizes = [0] * world_size
+    for tensor in sorted(tensors, key=lambda tensor: tensor.nbytes, reverse=True):
+        smallest = sizes.index(min(sizes))
+        shares[smallest].append(tensor)
+        sizes[smallest] += tensor.nbytes
+    return shares[rank]
+
+
 def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any]:
-    """Train `window` steps after one save (synchronous or asynchronous), and on until the
-    loop has run SETTLED_STEPS without a write in flight."""
+    """Train `window` steps after one save (synchronous, asynchronous, or the least
+    asynchronous one), and on until the loop has run SETTLED_STEPS without a write in flight."""
     import torch
 
     import scaletrain as st
 
     model, optimizer = build(args)
-    ckpt = st.Checkpointer(
-        model=model,
-        optimizer=optimizer,
-        every_minutes=None,
-        keep=1,
-        asynchronous=mode == "asynchronous",
-        run_dir=work / f"loop-{mode}-{time.monotonic_ns()}",
-    )
+    writer: Any
+    if mode == "least":
+        env = st.current_env()
+        state = [*model.parameters()]
+        state += [value for each in optimizer.state.values() for value in each.values()]
+        writer = LeastAsyncSave(
+            share_of(state, env.rank, env.world_size), work / f"least-{env.rank}.bin"
+        )
+        optimizer.register_step_pre_hook(writer.before_step)
+
+        def save(step: int, reason: str) -> None:
+            writer.start()
+    else:
+        ckpt = st.Checkpointer(
+            model=model,
+            optimizer=optimizer,
+            every_minutes=None,
+            keep=1,
+            asynchronous=mode == "asynchronous",
+            run_dir=work / f"loop-{mode}-{time.monotonic_ns()}",
+        )
+        writer = ckpt._writer
+
+        def save(step: int, reason: str) -> None:
+            ckpt.step = step
+            ckpt._save(reason, blocking=mode == "synchronous")
+
     batch = torch.randn(args.batch, args.width)
     warmup = 3
     arrivals, cpu_times, in_flight = [], [], []
@@ -204,23 +241,21 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
         if step == 0:
             # A first save, not measured: a run's saves after its first reuse the staging
             # buffers (and the folders exist), and that steady state is what is measured.
-            ckpt.step = 1
-            ckpt._save("benchmark warm-up", blocking=mode == "synchronous")
-            ckpt._writer.wait()
-            waited_before = ckpt._writer.waited_for_copy_s
+            save(1, "benchmark warm-up")
+            writer.wait()
+            waited_before = writer.waited_for_copy_s
         if step == warmup - 1:
             # One save at a chosen step boundary, as the loop's own boundary would start it.
-            ckpt.step = step + 1
-            ckpt._save("benchmark", blocking=mode == "synchronous")
+            save(step + 1, "benchmark")
         step += 1
-        writing = st.total(float(mode == "asynchronous" and ckpt._writer.in_flight)) > 0
+        writing = st.total(float(mode != "synchronous" and writer.in_flight)) > 0
         in_flight.append(writing)
         settled = 0 if writing else settled + 1
     arrivals.append(time.perf_counter())
     cpu_times.append(time.process_time())
     started = time.perf_counter()
-    if mode == "asynchronous":
-        ckpt._writer.wait()  # only when the write outlasted MAX_STEPS steps
+    if mode != "synchronous":
+        writer.wait()  # only when the write outlasted MAX_STEPS steps
     final_wait = time.perf_counter() - started
 
     def per_step(times: list[float]) -> list[float]:
@@ -232,7 +267,7 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
         "in_flight_after": in_flight[warmup - 1 :],
         "final_wait_s": final_wait,
         # An asynchronous save's optimizer steps that waited for its background copy.
-        "waited_for_copy_s": ckpt._writer.waited_for_copy_s - waited_before,
+        "waited_for_copy_s": writer.waited_for_copy_s - waited_before,
         "final_cpu_s": time.process_time() - cpu_times[-1],
     }
 
@@ -285,11 +320,13 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             for name, seconds in times.items():
                 size = sizes[_SIZE_OF.get(name, name)]
                 rates[kind].setdefault(name, []).append(size / 1e6 / seconds)
-    stalls: dict[str, list[float]] = {"synchronous": [], "asynchronous": []}
-    cpu: dict[str, list[float]] = {"synchronous": [], "asynchronous": []}
-    blocked = []
+    # Older result files have no "least" loop.
+    modes = [mode for mode in LOOPS if mode in rounds[0]["loops"]]
+    stalls: dict[str, list[float]] = {mode: [] for mode in modes}
+    cpu: dict[str, list[float]] = {mode: [] for mode in modes}
+    blocked: dict[str, list[float]] = {mode: [] for mode in modes if mode != "synchronous"}
     for one in rounds:
-        for mode in stalls:
+        for mode in modes:
             loop = one["loops"][mode]
             # Only the steps the save overlapped: the noise of the other steps stays out.
             steps = overlapped(loop)
@@ -299,10 +336,20 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             cpu_per_step = own_step_time(loop["cpu_s"], steps)
             extra_cpu = sum(loop["cpu_s"][i] - cpu_per_step for i in steps)
             cpu[mode].append(extra_cpu + loop["final_cpu_s"])
-            if mode == "asynchronous":
-                blocked.append(loop["intervals_s"][0] - baseline + loop["waited_for_copy_s"])
+            if mode in blocked:
+                blocked[mode].append(loop["intervals_s"][0] - baseline + loop["waited_for_copy_s"])
     mb_per_s = {kind: {name: median(v) for name, v in by.items()} for kind, by in rates.items()}
     sync_stall = median(stalls["synchronous"])
+    least = (
+        {
+            "least_slowdown_s": median(stalls["least"]),
+            "least_blocked_s": median(blocked["least"]),
+            "least_slowdown_vs_sync": median(stalls["least"]) / sync_stall,
+            "async_slowdown_vs_least": median(stalls["asynchronous"]) / median(stalls["least"]),
+        }
+        if "least" in modes
+        else {}
+    )
     return {
         "mb_per_s": mb_per_s,
         "mb_per_s_each_round": rates,
@@ -312,9 +359,10 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "load_vs_plain_dcp": mb_per_s["load"]["scaletrain"] / mb_per_s["load"]["plain DCP"],
         "sync_stall_s": sync_stall,
         "async_slowdown_s": median(stalls["asynchronous"]),
-        "async_blocked_s": median(blocked),
+        "async_blocked_s": median(blocked["asynchronous"]),
         "async_slowdown_vs_sync": median(stalls["asynchronous"]) / sync_stall,
-        "async_blocked_vs_sync": median(blocked) / sync_stall,
+        "async_blocked_vs_sync": median(blocked["asynchronous"]) / sync_stall,
+        **least,
         "stalls_each_round_s": stalls,
         # CPU seconds a save added to rank 0's process (the writer thread's included): what
         # an asynchronous save takes from training when training uses every core.
@@ -377,7 +425,7 @@ def show(record: dict[str, Any], path: Path) -> None:
     print(f"state {settings['state_mb']:,.0f} MB; load average {machine['load_average_1_5_15']}")
     print(
         "ranks  save MB/s: plain / DCP / scaletrain   load MB/s: plain / DCP / scaletrain   "
-        "sync stall  async slowdown (blocked)"
+        "sync stall  async slowdown (blocked)  least async slowdown"
     )
     for ranks, result in record["by_ranks"].items():
         summary = result["summary"]
@@ -390,7 +438,8 @@ def show(record: dict[str, Any], path: Path) -> None:
             f"({summary['load_vs_plain_read']:.2f}, {summary['load_vs_plain_dcp']:.2f})   "
             f"{summary['sync_stall_s']:.2f} s  {summary['async_slowdown_s']:.2f} s "
             f"({summary['async_slowdown_vs_sync']:.2f}) ({summary['async_blocked_s']:.3f} s, "
-            f"{summary['async_blocked_vs_sync']:.3f})"
+            f"{summary['async_blocked_vs_sync']:.3f})  {summary['least_slowdown_s']:.2f} s "
+            f"({summary['least_slowdown_vs_sync']:.2f})"
         )
     print(f"results: {path}")
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 
+from scaletrain.checkpoint.file_image import FileImage
 from scaletrain.checkpoint.layout import CheckpointStore
 from scaletrain.checkpoint.manifest import Position
 from scaletrain.checkpoint.state import capture_rank_state
@@ -144,8 +145,16 @@ def reference(
     return uninterrupted
 
 
-def save_alone(root: Path, state: dict[str, torch.Tensor], cores: int) -> Path:
-    """One process, no process group: what every rank does for its share."""
+def save_alone(
+    root: Path,
+    state: dict[str, torch.Tensor],
+    cores: int,
+    *,
+    step: int = 5,
+    image: FileImage | None = None,
+) -> Path:
+    """One process, no process group: what every rank does for its share (with an `image`:
+    as an asynchronous save writes it)."""
     target = SaveTarget(
         store=CheckpointStore(root),
         rank=0,
@@ -156,11 +165,11 @@ def save_alone(root: Path, state: dict[str, torch.Tensor], cores: int) -> Path:
         cores=cores,
     )
     job = SaveJob(
-        position=Position(step=5),
+        position=Position(step=step),
         reason="test",
         state={"model": state},
         rank_state=capture_rank_state(torch.device("cpu"), None),
     )
-    published = write_checkpoint(job, target)
+    published = write_checkpoint(job, target, image=image)
     assert published is not None
     return published

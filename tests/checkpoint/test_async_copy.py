@@ -18,6 +18,10 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
 import scaletrain as st
+from scaletrain.checkpoint.layout import CheckpointStore
+from scaletrain.checkpoint.manifest import Position
+from scaletrain.checkpoint.state import capture_rank_state
+from scaletrain.checkpoint.writer import BackgroundWriter, SaveJob, SaveTarget
 
 WIDTH, LAYERS, STEPS, EVERY = 2048, 4, 12, 3
 
@@ -98,3 +102,37 @@ def test_each_asynchronous_checkpoint_has_the_state_of_its_step(
     assert not torch.equal(expected[3]["model/6.weight"], expected[6]["model/6.weight"])
     momentum = "optimizer/state/6.weight/momentum_buffer"
     assert not torch.equal(expected[3][momentum], expected[6][momentum])
+
+
+def test_a_later_save_never_stages_into_a_tensor_training_owns(tmp_path: Path) -> None:
+    # The first save copies `weight` in the writer thread, straight from training's tensor.
+    # A later save whose state holds another tensor of that shape in the same place, copied
+    # at the step boundary, must copy it into a buffer of its own, not into training's tensor.
+    cpu = torch.device("cpu")
+    target = SaveTarget(
+        store=CheckpointStore(tmp_path),
+        rank=0,
+        world_size=1,
+        group=None,
+        keep=2,
+        device=cpu,
+        cores=2,
+    )
+    writer = BackgroundWriter(target, pin_staging=False)
+
+    def job(step: int, tensor: torch.Tensor) -> SaveJob:
+        return SaveJob(
+            position=Position(step=step),
+            reason="test",
+            state={"model": {"weight": tensor}},
+            rank_state=capture_rank_state(cpu, None),
+        )
+
+    weight = torch.randn(256, 256)
+    before = weight.clone()
+    writer.submit(job(1, weight), later=frozenset({weight.data_ptr()}))
+    writer.before_step()
+    writer.wait()
+    writer.submit(job(2, torch.randn(256, 256)))
+    writer.wait()
+    assert torch.equal(weight, before)

@@ -5,6 +5,7 @@ through the page cache where it does not."""
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import random
 import shutil
@@ -101,6 +102,22 @@ def test_a_file_system_without_direct_io_gets_a_buffered_file(tmp_path: Path) ->
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "buffered, exact"
+
+
+@pytest.mark.parametrize("size", [0, 1, ALIGNMENT, 3 * CHUNK_BYTES + ALIGNMENT + 5])
+def test_a_page_aligned_buffer_is_written_whole_from_its_own_memory(
+    tmp_path: Path, size: int
+) -> None:
+    content = random.Random(size).randbytes(size)
+    memory = mmap.mmap(-1, max(size, 1))  # anonymous memory starts at a page
+    memory[:size] = content
+    path = tmp_path / "shard.distcp"
+    with DirectFile(path) as file:
+        file.write_aligned(memoryview(memory)[:size])
+        assert file.tell() == size
+        direct = file.direct
+    assert path.read_bytes() == content
+    assert direct == takes_direct_io(tmp_path)
 
 
 def test_two_files_open_in_one_thread_keep_their_own_bytes(tmp_path: Path) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
+from scaletrain.checkpoint.file_image import IN_PLACE_MIN_BYTES, FileImage
 from scaletrain.checkpoint.manifest import Manifest, digest
 from scaletrain.checkpoint.storage import (
     BYTES_PER_WRITER_THREAD,
@@ -38,6 +40,47 @@ def test_checksums_taken_while_writing_match_the_files_and_dcp_reads_them(tmp_pa
     assert '"python"' in loaded[RANK_STATE_KEY]["0"]
     # torch.save's record checksums were off only while the checkpoint was written.
     assert torch.serialization.get_crc32_options() is True
+
+
+def odd_state(seed: int, *, with_extra: bool) -> dict[str, torch.Tensor]:
+    """Tensors an image must place right: large and small, transposed, a view of a larger
+    storage, other dtypes, a scalar."""
+    generator = torch.Generator().manual_seed(seed)
+    wide = torch.randn(256, 1024, generator=generator)
+    state = {
+        "large": torch.randn(512, 1024, generator=generator),
+        "transposed bf16": torch.randn(300, 700, generator=generator).bfloat16().t(),
+        "columns of a larger one": wide[:, :300],
+        "small": torch.randn(10, generator=generator),
+        "counts": torch.randint(0, 1000, (40_000,), generator=generator),
+        "step": torch.tensor(float(seed)),
+    }
+    if with_extra:
+        state["extra"] = torch.randn(128, 1024, generator=generator)
+    return state
+
+
+def loaded(folder: Path, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """What plain DCP reads from `folder` into tensors shaped like `state`'s."""
+    into = {"model": {name: torch.zeros_like(value) for name, value in state.items()}}
+    into[RANK_STATE_KEY] = {"0": ""}
+    dcp.load(into, checkpoint_id=folder, no_dist=True)
+    return into["model"]
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_a_file_built_in_memory_is_dcps_format_and_its_checksum_matches(tmp_path: Path) -> None:
+    assert odd_state(0, with_extra=False)["small"].nbytes < IN_PLACE_MIN_BYTES
+    image = FileImage()  # reused from save to save, as an asynchronous writer does
+    # A larger state, then a smaller one (the memory keeps the first one's bytes), then again.
+    for step, with_extra in [(1, True), (2, False), (3, True)]:
+        state = odd_state(step, with_extra=with_extra)
+        folder = save_alone(tmp_path, state, cores=2, step=step, image=image)
+        files = [path for path in folder.rglob("*") if path.name != "checkpoint.json"]
+        assert len([path for path in files if path.suffix == ".distcp"]) == 1
+        assert Manifest.read(folder).files == {path.name: digest(path) for path in files}
+        read = loaded(folder, state)
+        assert all(torch.equal(read[name], state[name]) for name in state), step
 
 
 def test_writer_threads_follow_the_share_and_the_cores() -> None:

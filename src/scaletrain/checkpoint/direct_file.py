@@ -102,6 +102,17 @@ class DirectFile(io.RawIOBase):
         self._position += len(view)
         return len(view)
 
+    def write_aligned(self, view: memoryview) -> None:
+        """Write `view`, whose memory starts at a page, at the file's start: the disk reads
+        its whole blocks straight from that memory, only the last partial block is copied."""
+        if self._position:
+            raise ValueError("write_aligned writes a file from its start")
+        whole = len(view) - len(view) % ALIGNMENT
+        for start in range(0, whole, CHUNK_BYTES):
+            self._write_view(view[start : min(whole, start + CHUNK_BYTES)])
+        self._position = self._flushed = whole
+        self.write(view[whole:])
+
     def flush(self) -> None:
         """Put every byte written so far into the file (what DCP does before its fsync)."""
         if self._buffer is None or self._flushed == self._position:
@@ -125,17 +136,21 @@ class DirectFile(io.RawIOBase):
         """Write the buffer's first `count` bytes at the file's offset."""
         assert self._buffer is not None
         with memoryview(self._buffer) as buffer:
-            done = 0
-            while done < count:
-                try:
-                    done += os.write(self._fd, buffer[done:count])
-                except OSError as error:
-                    if not self.direct or error.errno != errno.EINVAL:
-                        raise
-                    # The device wants a larger alignment: the rest goes through the page cache.
-                    flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
-                    fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~_O_DIRECT)
-                    self.direct = False
+            self._write_view(buffer[:count])
+
+    def _write_view(self, view: memoryview) -> None:
+        """Write `view` (aligned memory, whole blocks while direct) at the file's offset."""
+        done = 0
+        while done < len(view):
+            try:
+                done += os.write(self._fd, view[done:])
+            except OSError as error:
+                if not self.direct or error.errno != errno.EINVAL:
+                    raise
+                # The device wants a larger alignment: the rest goes through the page cache.
+                flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
+                fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~_O_DIRECT)
+                self.direct = False
 
     def close(self) -> None:
         if self.closed:

@@ -4,7 +4,8 @@ Writing: every file's size and CRC-32 are computed from the bytes on their way t
 (no second read for the manifest); the files bypass the page cache where the file system
 allows it (direct_file.py); torch.save's own CRC of each record inside the file is
 skipped, since the file's CRC covers those bytes; the number of writer threads (one file
-each) follows this rank's share of the state; each file is fsynced once, by DCP.
+each) follows this rank's share of the state; each file is fsynced once, by DCP. An
+asynchronous save's one file is built in memory first (file_image.py) and written from it.
 
 Reading: reader.py.
 
@@ -16,16 +17,25 @@ from __future__ import annotations
 import io
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemWriter
+from torch.distributed.checkpoint.filesystem import (
+    DEFAULT_SUFFIX,
+    FileSystem,
+    FileSystemWriter,
+    _StorageInfo,
+)
+from torch.distributed.checkpoint.planner import SavePlan, SavePlanner, WriteItemType
+from torch.distributed.checkpoint.storage import WriteResult
+from torch.futures import Future
 
 from scaletrain.checkpoint.direct_file import DirectFile
+from scaletrain.checkpoint.file_image import FileImage
 from scaletrain.checkpoint.manifest import FileDigest, crc32
 
 # A thread (and file) per this many bytes of a rank's share, up to the rank's cores: below
@@ -118,21 +128,63 @@ class ChecksummingFileSystem(FileSystem):
         with DirectFile(path) as file:
             stream = _ChecksummingStream(file)
             yield stream
-        name = Path(path).name.removesuffix(_TEMPORARY_SUFFIX)
+        self.record(Path(path).name, FileDigest(size=stream.size, crc32=stream.crc))
+
+    def record(self, name: str, file_digest: FileDigest) -> None:
         with self._lock:
-            self.digests[name] = FileDigest(size=stream.size, crc32=stream.crc)
+            self.digests[name.removesuffix(_TEMPORARY_SUFFIX)] = file_digest
 
 
 class ScaletrainWriter(FileSystemWriter):
-    """FileSystemWriter with checksums while writing and threads chosen per share."""
+    """FileSystemWriter with checksums while writing and threads chosen per share; with an
+    `image`, this rank's one file is built in it and written from it (an asynchronous
+    save), and `copied` is called once the state's tensors are copied there."""
 
-    def __init__(self, path: Path, options: WriterOptions) -> None:
+    def __init__(
+        self,
+        path: Path,
+        options: WriterOptions,
+        *,
+        image: FileImage | None = None,
+        copied: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__(
             path,
             thread_count=options.thread_count,
             per_thread_copy_ahead=options.per_thread_copy_ahead,
         )
         self.fs: ChecksummingFileSystem = ChecksummingFileSystem()
+        self._image = image
+        self._copied = copied
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
+        if self._image is None:
+            return super().write_data(plan, planner)
+        name = f"{plan.storage_data.prefix}0{DEFAULT_SUFFIX}"  # DCP's name for a rank's file
+        # DCP's order within a file: non-tensor values first, then tensors (a stable sort).
+        items = sorted(plan.items, key=lambda item: item.type != WriteItemType.BYTE_IO)
+        placed, content = self._image.build(items, planner.resolve_data)
+        self._copied()
+        checksum = crc32(content, 0)
+        with DirectFile(Path(self.path) / name) as file:
+            file.write_aligned(content)
+            file.flush()
+            os.fsync(file.fileno())
+        self.fs.record(name, FileDigest(size=len(content), crc32=checksum))
+        results: Future[list[WriteResult]] = Future()
+        results.set_result(
+            [
+                WriteResult(
+                    index=place.item.index,
+                    size_in_bytes=place.length,
+                    storage_data=_StorageInfo(
+                        relative_path=name, offset=place.offset, length=place.length
+                    ),
+                )
+                for place in placed
+            ]
+        )
+        return results
 
 
 class _RecordChecksums:

@@ -3,7 +3,8 @@
 Order, so that a crash at any moment leaves the previous checkpoint loadable:
 1. every rank writes its DCP shard files into step-N.partial/, its random generators packed
    into the same files (no small file per rank), each file's size and CRC-32 computed on
-   the way to the disk, each file fsynced once;
+   the way to the disk, each file fsynced once (an asynchronous save: one file per rank,
+   built in memory and written from there, file_image.py);
 2. dcp.save returns on every rank only after rank 0 wrote DCP's .metadata, i.e. after
    all shards are on disk;
 3. rank 0 gathers the digests into checkpoint.json (fsynced), fsyncs the folder, renames it
@@ -21,6 +22,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
@@ -32,6 +34,7 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from scaletrain import __version__
+from scaletrain.checkpoint.file_image import FileImage
 from scaletrain.checkpoint.layout import CheckpointStore, fsync_folder
 from scaletrain.checkpoint.manifest import FileDigest, Manifest, Position
 from scaletrain.checkpoint.state import storage_of
@@ -78,9 +81,8 @@ class SaveTarget:
     """This rank's cores: they bound the writer threads of a synchronous save."""
 
 
-# A tensor left for the writer thread to copy: its place in the staged state, the tensor,
-# and the previous save's copy of it (a buffer to reuse).
-Deferred = tuple[dict[Any, Any], Any, torch.Tensor, Any]
+# A tensor left for the writer thread to copy: its place in the staged state, and the tensor.
+Deferred = tuple[dict[Any, Any], Any, torch.Tensor]
 
 
 def stage(
@@ -99,7 +101,7 @@ def stage(
     host allocator rounds each one up to a power of two (docs/checkpoints.md, "Memory").
 
     Tensors of a dict whose data is at an address in `later` are not copied: their place is
-    appended to `deferred`, for `stage_deferred` to fill (in the writer thread).
+    left empty and appended to `deferred` (the writer thread copies them into the file).
     """
     if type(state) is torch.Tensor:  # DTensor and other subclasses: copied by their own rules
         same = isinstance(into, torch.Tensor) and (into.shape, into.dtype) == (
@@ -117,7 +119,7 @@ def stage(
         for key, value in state.items():
             if deferred is not None and storage_of(value) in later:
                 staged[key] = None
-                deferred.append((staged, key, value, earlier.get(key)))
+                deferred.append((staged, key, value))
             else:
                 staged[key] = stage(
                     value, earlier.get(key), pin=pin, later=later, deferred=deferred
@@ -132,12 +134,6 @@ def stage(
     return copy.deepcopy(state)
 
 
-def stage_deferred(deferred: list[Deferred], *, pin: bool) -> None:
-    """Copy the tensors `stage` left for later into their places."""
-    for container, key, tensor, previous in deferred:
-        container[key] = stage(tensor, previous, pin=pin)
-
-
 def _gather(digests: dict[str, FileDigest], target: SaveTarget) -> dict[str, FileDigest]:
     if target.world_size == 1:
         return digests
@@ -150,16 +146,23 @@ def _gather(digests: dict[str, FileDigest], target: SaveTarget) -> dict[str, Fil
     return merged
 
 
-def write_checkpoint(job: SaveJob, target: SaveTarget, *, staged: bool = False) -> Path | None:
+def write_checkpoint(
+    job: SaveJob,
+    target: SaveTarget,
+    *,
+    image: FileImage | None = None,
+    copied: Callable[[], None] = lambda: None,
+) -> Path | None:
     """Save `job` from every rank (a collective); return the published folder on rank 0.
 
-    `staged`: the state is a private CPU copy (an asynchronous save), written by one thread.
+    With an `image` (an asynchronous save), this rank's file is built in it, by this one
+    thread, and `copied` is called once the tensors of the state are copied there.
     """
     started = time.perf_counter()
     folder = target.store.partial(job.position.step)
     folder.mkdir(parents=True, exist_ok=True)
-    options = writer_options(state_bytes(job.state), target.cores, staged=staged)
-    writer = ScaletrainWriter(folder, options)
+    options = writer_options(state_bytes(job.state), target.cores, staged=image is not None)
+    writer = ScaletrainWriter(folder, options, image=image, copied=copied)
     state = {**job.state, RANK_STATE_KEY: {str(target.rank): json.dumps(job.rank_state)}}
     with without_record_checksums():
         dcp_save(state, storage_writer=writer, process_group=target.group)
@@ -202,9 +205,10 @@ class BackgroundWriter:
     """Writes checkpoints in a background thread, one at a time (asynchronous saving).
 
     What only `optimizer.step()` changes (the parameters it updates and its own state) is
-    copied in that thread too, while the next forward and backward run; `before_step`, an
-    optimizer step pre-hook, makes the next step wait for that copy. Everything else (buffers,
-    which forward changes; schedulers; plain values) is copied at the step boundary.
+    copied in that thread too, straight into the file's bytes in memory, while the next
+    forward and backward run; `before_step`, an optimizer step pre-hook, makes the next step
+    wait for that copy. Everything else (buffers, which forward changes; schedulers; plain
+    values) is copied at the step boundary.
     """
 
     def __init__(self, target: SaveTarget, *, pin_staging: bool = True) -> None:
@@ -218,6 +222,7 @@ class BackgroundWriter:
         )
         self._pending: Future[Path | None] | None = None
         self._staged: Any = None
+        self._image = FileImage()
         self._copied: threading.Event | None = None
         self.waited_for_copy_s = 0.0
         """Seconds optimizer steps waited for a background copy, over the run."""
@@ -239,12 +244,17 @@ class BackgroundWriter:
     def _copy_and_write(
         self, job: SaveJob, deferred: list[Deferred], copied: threading.Event | None
     ) -> Path | None:
+        # The file is built from training's own tensors where the copy was deferred; their
+        # places are emptied again after, so that the next save never stages into them.
+        for container, key, tensor in deferred:
+            container[key] = tensor
+        done = copied.set if copied is not None else lambda: None
         try:
-            stage_deferred(deferred, pin=self._pin)
+            return write_checkpoint(job, self.target, image=self._image, copied=done)
         finally:
-            if copied is not None:
-                copied.set()  # also when the copy failed: the error comes with wait()
-        return write_checkpoint(job, self.target, staged=True)
+            done()  # also when the save failed before the copy: the error comes with wait()
+            for container, key, _ in deferred:
+                container[key] = None
 
     def before_step(self, *_: object) -> None:
         """An optimizer step pre-hook: wait until the background copy of the state it is

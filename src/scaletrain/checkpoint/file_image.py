@@ -1,0 +1,188 @@
+"""One rank's checkpoint file built in page-aligned memory, for an asynchronous save.
+
+Each large tensor is copied once, from training's tensor straight to its place among the
+file's bytes; the CRC-32 is taken over that memory in one pass; the disk reads the file from
+the same memory (direct_file.py). Writing through DCP's own writer instead costs two copies
+(a staging copy, then torch.save's bytes into the direct file's buffer) and torch.save's
+pieces one by one: measured in docs/checkpoints.md ("Where an asynchronous save's slowdown
+comes from").
+
+The file stays DCP's own: each item is exactly what torch.save writes for it (a non-tensor
+item: its bytes), at the offset and length the metadata records. Items start at multiples of
+64 bytes; torch.save puts a tensor's bytes at a multiple of 64 inside its item, so every
+tensor's place can be viewed as its own dtype. The gaps are zeros, which DCP skips.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import IO, Any, cast
+
+import torch
+
+ITEM_ALIGNMENT = 64
+# A tensor at least this large gets a place in the file to be copied into; a smaller one
+# (Adam's step counts, a small layer's bias) is serialized whole by torch.save, data and all.
+IN_PLACE_MIN_BYTES = 64 * 1024
+
+
+class _Pieces(io.RawIOBase):
+    """What torch.save writes, kept as (offset, bytes) pieces; one write of exactly
+    `gap_bytes` (the storage's data) is left out and its offset kept."""
+
+    def __init__(self, gap_bytes: int | None = None) -> None:
+        super().__init__()
+        self.pieces: list[tuple[int, bytes]] = []
+        self.size = 0
+        self.gap_at: int | None = None
+        self._gap_bytes = gap_bytes
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if self.gap_at is None and len(view) == self._gap_bytes:
+            self.gap_at = self.size  # torch.save's headers are far smaller than a gap
+        else:
+            self.pieces.append((self.size, bytes(view)))
+        self.size += len(view)
+        return len(view)
+
+    def tell(self) -> int:
+        return self.size
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlacedItem:
+    """One item's place in the file."""
+
+    item: Any
+    """DCP's WriteItem."""
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _InPlace:
+    """A tensor to copy into the file at `at`, laid out as `template` (its saved form)."""
+
+    source: torch.Tensor
+    template: torch.Tensor
+    at: int
+
+    @property
+    def size(self) -> int:
+        return self.template.untyped_storage().nbytes()
+
+
+class FileImage:
+    """The bytes of one file, built from DCP's write items, in memory reused between saves."""
+
+    def __init__(self) -> None:
+        self._owner: mmap.mmap | None = None
+        self._memory: torch.Tensor | None = None  # the same memory, as uint8
+        self._pinned = False
+
+    def build(
+        self, items: Iterable[Any], resolve: Callable[[Any], Any]
+    ) -> tuple[list[PlacedItem], memoryview]:
+        """Every item's place and the file's bytes (page-aligned at their start). `resolve`
+        gives an item's data: a BytesIO, or a tensor on any device; once this returns, the
+        tensors are copied and training may change them."""
+        placed: list[PlacedItem] = []
+        pieces: list[tuple[int, bytes]] = []
+        in_place: list[_InPlace] = []
+        end = 0
+        for item in items:
+            offset = -(-end // ITEM_ALIGNMENT) * ITEM_ALIGNMENT
+            data = resolve(item)
+            if isinstance(data, io.BytesIO):
+                pieces.append((offset, bytes(data.getbuffer())))
+                length = len(pieces[-1][1])
+            else:
+                length = _lay_out_tensor(data.detach(), offset, pieces, in_place)
+            placed.append(PlacedItem(item=item, offset=offset, length=length))
+            end = offset + length
+        owner, memory = self._take(end, pinned=any(place.source.is_cuda for place in in_place))
+        whole = memoryview(owner)
+        filled = [(at, at + len(content)) for at, content in pieces]
+        filled += [(place.at, place.at + place.size) for place in in_place]
+        for start, stop in _gaps(sorted(filled), len(whole)):
+            whole[start:stop] = bytes(stop - start)  # earlier saves' bytes: zeros, as DCP's
+        for at, content in pieces:
+            whole[at : at + len(content)] = content
+        for place in in_place:
+            template = place.template
+            target = memory[place.at : place.at + place.size].view(template.dtype)
+            target.as_strided(template.shape, template.stride()).copy_(place.source)
+        return placed, whole[:end]
+
+    def _take(self, size: int, *, pinned: bool) -> tuple[mmap.mmap, torch.Tensor]:
+        """Page-aligned memory for `size` bytes: the previous save's when large enough."""
+        rounded = max(mmap.PAGESIZE, -(-size // mmap.PAGESIZE) * mmap.PAGESIZE)
+        if self._owner is None or self._memory is None or len(self._owner) < rounded:
+            self._release()
+            self._owner = mmap.mmap(-1, rounded)  # anonymous memory starts at a page
+            self._memory = torch.frombuffer(self._owner, dtype=torch.uint8)
+        if pinned and not self._pinned:
+            # Page-locked, as torch's own staging does (torch.cuda._pin_memory_utils): the
+            # GPU copies into it at full speed. Written from CUDA's documentation; no GPU
+            # has run it (docs/checkpoints.md).
+            address, size = self._memory.data_ptr(), len(self._owner)
+            # 1: cudaHostRegisterPortable. Not pinned: the copy is slower, not wrong.
+            self._pinned = int(_cuda_runtime().cudaHostRegister(address, size, 1)) == 0
+        return self._owner, self._memory
+
+    def _release(self) -> None:
+        if self._pinned and self._memory is not None:
+            _cuda_runtime().cudaHostUnregister(self._memory.data_ptr())
+        self._pinned = False
+        self._owner = self._memory = None  # freed once no view of it is left
+
+
+def _cuda_runtime() -> Any:
+    return torch.cuda.cudart()  # type: ignore[no-untyped-call]
+
+
+def _lay_out_tensor(
+    tensor: torch.Tensor,
+    offset: int,
+    pieces: list[tuple[int, bytes]],
+    in_place: list[_InPlace],
+) -> int:
+    """torch.save's bytes for `tensor` as DCP writes it (a CPU tensor whose storage is
+    exactly its bytes), placed at `offset`; returns their length."""
+    if tensor.nbytes >= IN_PLACE_MIN_BYTES:
+        # Same shape, strides and dtype, never written to: torch.save reads only its
+        # layout here (record checksums are off while DCP saves) and leaves its data out.
+        template = torch.empty_like(tensor, device="cpu")
+        stream = _Pieces(gap_bytes=template.untyped_storage().nbytes())
+        torch.save(template, cast(IO[bytes], stream))
+        at = stream.gap_at
+        if at is not None and (offset + at) % tensor.element_size() == 0:
+            pieces += [(offset + start, content) for start, content in stream.pieces]
+            in_place.append(_InPlace(source=tensor, template=template, at=offset + at))
+            return stream.size
+    whole = tensor.cpu()
+    if whole.untyped_storage().nbytes() != whole.nbytes:
+        whole = whole.clone()  # torch.save writes a tensor's whole storage
+    stream = _Pieces()
+    torch.save(whole, cast(IO[bytes], stream))
+    pieces += [(offset + start, content) for start, content in stream.pieces]
+    return stream.size
+
+
+def _gaps(filled: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+    """The ranges of [0, size) that no sorted, non-overlapping range of `filled` covers."""
+    gaps, position = [], 0
+    for start, stop in filled:
+        if start > position:
+            gaps.append((position, start))
+        position = max(position, stop)
+    if position < size:
+        gaps.append((position, size))
+    return gaps
