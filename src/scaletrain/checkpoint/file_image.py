@@ -67,16 +67,28 @@ class PlacedItem:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class _SavedForm:
+    """What torch.save writes for a CPU tensor of one dtype, shape and strides, its data
+    left out: the same for every tensor of that layout, so worked out once per run."""
+
+    dtype: torch.dtype
+    shape: torch.Size
+    stride: tuple[int, ...]
+    data_bytes: int
+    pieces: list[tuple[int, bytes]]
+    """Everything but the data, at offsets from the item's start."""
+    data_at: int | None
+    """Where the data goes; None: torch.save wrote no single piece of its size."""
+    length: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class _InPlace:
-    """A tensor to copy into the file at `at`, laid out as `template` (its saved form)."""
+    """A tensor to copy into the file at `at`, laid out as its saved `form`."""
 
     source: torch.Tensor
-    template: torch.Tensor
+    form: _SavedForm
     at: int
-
-    @property
-    def size(self) -> int:
-        return self.template.untyped_storage().nbytes()
 
 
 class FileImage:
@@ -86,6 +98,7 @@ class FileImage:
         self._owner: mmap.mmap | None = None
         self._memory: torch.Tensor | None = None  # the same memory, as uint8
         self._pinned = False
+        self._forms: dict[tuple[Any, ...], _SavedForm] = {}
 
     def build(
         self, items: Iterable[Any], resolve: Callable[[Any], Any]
@@ -96,6 +109,7 @@ class FileImage:
         placed: list[PlacedItem] = []
         pieces: list[tuple[int, bytes]] = []
         in_place: list[_InPlace] = []
+        forms, self._forms = self._forms, {}  # only the layouts of this save are kept
         end = 0
         for item in items:
             offset = -(-end // ITEM_ALIGNMENT) * ITEM_ALIGNMENT
@@ -103,22 +117,33 @@ class FileImage:
             if isinstance(data, io.BytesIO):
                 pieces.append((offset, bytes(data.getbuffer())))
                 length = len(pieces[-1][1])
+            elif data.nbytes >= IN_PLACE_MIN_BYTES and data.layout == torch.strided:
+                tensor = data.detach()
+                key = (tensor.dtype, tuple(tensor.shape), tuple(tensor.stride()))
+                form = self._forms[key] = forms.get(key) or _saved_form(tensor)
+                at = form.data_at
+                if at is None or (offset + at) % tensor.element_size():
+                    length = _serialize_whole(tensor, offset, pieces)
+                else:
+                    pieces += [(offset + start, content) for start, content in form.pieces]
+                    in_place.append(_InPlace(source=tensor, form=form, at=offset + at))
+                    length = form.length
             else:
-                length = _lay_out_tensor(data.detach(), offset, pieces, in_place)
+                length = _serialize_whole(data.detach(), offset, pieces)
             placed.append(PlacedItem(item=item, offset=offset, length=length))
             end = offset + length
         owner, memory = self._take(end, pinned=any(place.source.is_cuda for place in in_place))
         whole = memoryview(owner)
         filled = [(at, at + len(content)) for at, content in pieces]
-        filled += [(place.at, place.at + place.size) for place in in_place]
+        filled += [(place.at, place.at + place.form.data_bytes) for place in in_place]
         for start, stop in _gaps(sorted(filled), len(whole)):
             whole[start:stop] = bytes(stop - start)  # earlier saves' bytes: zeros, as DCP's
         for at, content in pieces:
             whole[at : at + len(content)] = content
         for place in in_place:
-            template = place.template
-            target = memory[place.at : place.at + place.size].view(template.dtype)
-            target.as_strided(template.shape, template.stride()).copy_(place.source)
+            form = place.form
+            target = memory[place.at : place.at + form.data_bytes].view(form.dtype)
+            target.as_strided(form.shape, form.stride).copy_(place.source)
         return placed, whole[:end]
 
     def _take(self, size: int, *, pinned: bool) -> tuple[mmap.mmap, torch.Tensor]:
@@ -148,25 +173,28 @@ def _cuda_runtime() -> Any:
     return torch.cuda.cudart()  # type: ignore[no-untyped-call]
 
 
-def _lay_out_tensor(
-    tensor: torch.Tensor,
-    offset: int,
-    pieces: list[tuple[int, bytes]],
-    in_place: list[_InPlace],
-) -> int:
-    """torch.save's bytes for `tensor` as DCP writes it (a CPU tensor whose storage is
-    exactly its bytes), placed at `offset`; returns their length."""
-    if tensor.nbytes >= IN_PLACE_MIN_BYTES:
-        # Same shape, strides and dtype, never written to: torch.save reads only its
-        # layout here (record checksums are off while DCP saves) and leaves its data out.
-        template = torch.empty_like(tensor, device="cpu")
-        stream = _Pieces(gap_bytes=template.untyped_storage().nbytes())
-        torch.save(template, cast(IO[bytes], stream))
-        at = stream.gap_at
-        if at is not None and (offset + at) % tensor.element_size() == 0:
-            pieces += [(offset + start, content) for start, content in stream.pieces]
-            in_place.append(_InPlace(source=tensor, template=template, at=offset + at))
-            return stream.size
+def _saved_form(tensor: torch.Tensor) -> _SavedForm:
+    """How torch.save writes `tensor` as DCP hands it over (a CPU tensor whose storage is
+    exactly its bytes, strides kept where dense), worked out on a tensor of the same layout
+    that is never written to: torch.save reads only its layout here (record checksums are
+    off while DCP saves), and its data is the one piece left out."""
+    template = torch.empty_like(tensor, device="cpu")
+    data_bytes = template.untyped_storage().nbytes()
+    stream = _Pieces(gap_bytes=data_bytes)
+    torch.save(template, cast(IO[bytes], stream))
+    return _SavedForm(
+        dtype=template.dtype,
+        shape=template.shape,
+        stride=template.stride(),
+        data_bytes=data_bytes,
+        pieces=stream.pieces,
+        data_at=stream.gap_at,
+        length=stream.size,
+    )
+
+
+def _serialize_whole(tensor: torch.Tensor, offset: int, pieces: list[tuple[int, bytes]]) -> int:
+    """torch.save's bytes for `tensor`, data and all, placed at `offset`; their length."""
     whole = tensor.cpu()
     if whole.untyped_storage().nbytes() != whole.nbytes:
         whole = whole.clone()  # torch.save writes a tensor's whole storage
