@@ -189,10 +189,20 @@ def async_row(ranks: str, summary: dict[str, Any]) -> tuple[str, str, str, str, 
     if stall <= 0:  # the synchronous stall drowned in the steps' noise: no ratio to give
         measured = f"not measurable (sync stall {stall:.2f} s, async {slowdown:.2f} s{cpu_text})"
         return what, measured, rounds, "≤ 0.25", False
+    # The least work any asynchronous save does, measured in the same run (older files: none).
+    least = summary.get("least_slowdown_s")
+    least_text = (
+        f"; the least any asynchronous save does here: {least:.2f} s "
+        f"({summary['least_slowdown_vs_sync']:.2f})"
+        if least is not None
+        else ""
+    )
     measured = (
         f"{slowdown / stall:.2f} ({slowdown:.2f} vs {stall:.2f} s; blocked "
-        f"{summary['async_blocked_s']:.3f} s{cpu_text})"
+        f"{summary['async_blocked_s']:.3f} s{cpu_text}{least_text})"
     )
+    if least is not None:
+        rounds += f", least {min(stalls['least']):.2f}-{max(stalls['least']):.2f} s"
     return what, measured, rounds, "≤ 0.25", slowdown / stall <= 0.25
 
 

@@ -25,8 +25,9 @@ import torch
 
 ITEM_ALIGNMENT = 64
 # A tensor at least this large gets a place in the file to be copied into; a smaller one
-# (Adam's step counts, a small layer's bias) is serialized whole by torch.save, data and all.
-IN_PLACE_MIN_BYTES = 64 * 1024
+# (Adam's step counts) is serialized whole by torch.save, data and all. torch.save writes
+# its headers in pieces of a few hundred bytes, so a piece this large can only be the data.
+IN_PLACE_MIN_BYTES = 4096
 
 
 class _Pieces(io.RawIOBase):
@@ -46,7 +47,7 @@ class _Pieces(io.RawIOBase):
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         if self.gap_at is None and len(view) == self._gap_bytes:
-            self.gap_at = self.size  # torch.save's headers are far smaller than a gap
+            self.gap_at = self.size  # no header piece is as large (IN_PLACE_MIN_BYTES)
         else:
             self.pieces.append((self.size, bytes(view)))
         self.size += len(view)
@@ -92,9 +93,11 @@ class _InPlace:
 
 
 class FileImage:
-    """The bytes of one file, built from DCP's write items, in memory reused between saves."""
+    """The bytes of one file, built from DCP's write items, in memory reused between saves;
+    page-locked for a copy from the GPU when `pin`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, pin: bool = True) -> None:
+        self._pin = pin
         self._owner: mmap.mmap | None = None
         self._memory: torch.Tensor | None = None  # the same memory, as uint8
         self._pinned = False
@@ -132,7 +135,8 @@ class FileImage:
                 length = _serialize_whole(data.detach(), offset, pieces)
             placed.append(PlacedItem(item=item, offset=offset, length=length))
             end = offset + length
-        owner, memory = self._take(end, pinned=any(place.source.is_cuda for place in in_place))
+        from_gpu = any(place.source.is_cuda for place in in_place)
+        owner, memory = self._take(end, pinned=self._pin and from_gpu)
         whole = memoryview(owner)
         filled = [(at, at + len(content)) for at, content in pieces]
         filled += [(place.at, place.at + place.form.data_bytes) for place in in_place]

@@ -222,7 +222,7 @@ class BackgroundWriter:
         )
         self._pending: Future[Path | None] | None = None
         self._staged: Any = None
-        self._image = FileImage()
+        self._image = FileImage(pin=pin_staging)
         self._copied: threading.Event | None = None
         self.waited_for_copy_s = 0.0
         """Seconds optimizer steps waited for a background copy, over the run."""
