@@ -145,17 +145,9 @@ def reference(
     return uninterrupted
 
 
-def save_alone(
-    root: Path,
-    state: dict[str, torch.Tensor],
-    cores: int,
-    *,
-    step: int = 5,
-    image: FileImage | None = None,
-) -> Path:
-    """One process, no process group: what every rank does for its share (with an `image`:
-    as an asynchronous save writes it)."""
-    target = SaveTarget(
+def target_alone(root: Path, cores: int = 2) -> SaveTarget:
+    """Where one process saves without a process group: what every rank does for its share."""
+    return SaveTarget(
         store=CheckpointStore(root),
         rank=0,
         world_size=1,
@@ -164,12 +156,26 @@ def save_alone(
         device=torch.device("cpu"),
         cores=cores,
     )
-    job = SaveJob(
+
+
+def job_of(model_state: dict[str, torch.Tensor], step: int = 5) -> SaveJob:
+    return SaveJob(
         position=Position(step=step),
         reason="test",
-        state={"model": state},
+        state={"model": model_state},
         rank_state=capture_rank_state(torch.device("cpu"), None),
     )
-    published = write_checkpoint(job, target, image=image)
+
+
+def save_alone(
+    root: Path,
+    state: dict[str, torch.Tensor],
+    cores: int,
+    *,
+    step: int = 5,
+    image: FileImage | None = None,
+) -> Path:
+    """Save `state` in one process (with an `image`: as an asynchronous save writes it)."""
+    published = write_checkpoint(job_of(state, step), target_alone(root, cores), image=image)
     assert published is not None
     return published

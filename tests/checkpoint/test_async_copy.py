@@ -18,10 +18,8 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
 import scaletrain as st
-from scaletrain.checkpoint.layout import CheckpointStore
-from scaletrain.checkpoint.manifest import Position
-from scaletrain.checkpoint.state import capture_rank_state
-from scaletrain.checkpoint.writer import BackgroundWriter, SaveJob, SaveTarget
+from scaletrain.checkpoint.writer import BackgroundWriter
+from tests.checkpoint.conftest import job_of, target_alone
 
 WIDTH, LAYERS, STEPS, EVERY = 2048, 4, 12, 3
 
@@ -108,31 +106,12 @@ def test_a_later_save_never_stages_into_a_tensor_training_owns(tmp_path: Path) -
     # The first save copies `weight` in the writer thread, straight from training's tensor.
     # A later save whose state holds another tensor of that shape in the same place, copied
     # at the step boundary, must copy it into a buffer of its own, not into training's tensor.
-    cpu = torch.device("cpu")
-    target = SaveTarget(
-        store=CheckpointStore(tmp_path),
-        rank=0,
-        world_size=1,
-        group=None,
-        keep=2,
-        device=cpu,
-        cores=2,
-    )
-    writer = BackgroundWriter(target, pin_staging=False)
-
-    def job(step: int, tensor: torch.Tensor) -> SaveJob:
-        return SaveJob(
-            position=Position(step=step),
-            reason="test",
-            state={"model": {"weight": tensor}},
-            rank_state=capture_rank_state(cpu, None),
-        )
-
+    writer = BackgroundWriter(target_alone(tmp_path), pin_staging=False)
     weight = torch.randn(256, 256)
     before = weight.clone()
-    writer.submit(job(1, weight), later=frozenset({weight.data_ptr()}))
+    writer.submit(job_of({"weight": weight}, step=1), later=frozenset({weight.data_ptr()}))
     writer.before_step()
     writer.wait()
-    writer.submit(job(2, torch.randn(256, 256)))
+    writer.submit(job_of({"weight": torch.randn(256, 256)}, step=2))
     writer.wait()
     assert torch.equal(weight, before)
