@@ -162,8 +162,12 @@ class FileImage:
             # GPU copies into it at full speed. Written from CUDA's documentation; no GPU
             # has run it (docs/checkpoints.md).
             address, size = self._memory.data_ptr(), len(self._owner)
-            # 1: cudaHostRegisterPortable. Not pinned: the copy is slower, not wrong.
-            self._pinned = int(_cuda_runtime().cudaHostRegister(address, size, 1)) == 0
+            # 1: cudaHostRegisterPortable. Not pinned (an error code, or a torch build whose
+            # runtime bindings lack it): the copy is slower, not wrong.
+            try:
+                self._pinned = int(_cuda_runtime().cudaHostRegister(address, size, 1)) == 0
+            except (AttributeError, RuntimeError):
+                self._pinned = False
         return self._owner, self._memory
 
     def _release(self) -> None:
