@@ -120,8 +120,7 @@ class FileImage:
             if isinstance(data, io.BytesIO):
                 pieces.append((offset, bytes(data.getbuffer())))
                 length = len(pieces[-1][1])
-            elif data.nbytes >= IN_PLACE_MIN_BYTES and data.layout == torch.strided:
-                tensor = data.detach()
+            elif _copied_in_place(tensor := data.detach()):
                 key = (tensor.dtype, tuple(tensor.shape), tuple(tensor.stride()))
                 form = self._forms[key] = forms.get(key) or _saved_form(tensor)
                 at = form.data_at
@@ -132,7 +131,7 @@ class FileImage:
                     in_place.append(_InPlace(source=tensor, form=form, at=offset + at))
                     length = form.length
             else:
-                length = _serialize_whole(data.detach(), offset, pieces)
+                length = _serialize_whole(tensor, offset, pieces)
             placed.append(PlacedItem(item=item, offset=offset, length=length))
             end = offset + length
         from_gpu = any(place.source.is_cuda for place in in_place)
@@ -141,7 +140,7 @@ class FileImage:
         filled = [(at, at + len(content)) for at, content in pieces]
         filled += [(place.at, place.at + place.form.data_bytes) for place in in_place]
         for start, stop in _gaps(sorted(filled), len(whole)):
-            whole[start:stop] = bytes(stop - start)  # earlier saves' bytes: zeros, as DCP's
+            memory[start:stop].zero_()  # earlier saves' bytes: zeros, as DCP's
         for at, content in pieces:
             whole[at : at + len(content)] = content
         for place in in_place:
@@ -175,6 +174,17 @@ class FileImage:
             _cuda_runtime().cudaHostUnregister(self._memory.data_ptr())
         self._pinned = False
         self._owner = self._memory = None  # freed once no view of it is left
+
+
+def _copied_in_place(data: torch.Tensor) -> bool:
+    """Whether a tensor gets a place to be copied into: a plain, dense one, large enough.
+    Quantized tensors and tensor subclasses keep torch.save's own way of writing them."""
+    return (
+        type(data) is torch.Tensor
+        and data.layout == torch.strided
+        and not data.is_quantized
+        and data.nbytes >= IN_PLACE_MIN_BYTES
+    )
 
 
 def _cuda_runtime() -> Any:
