@@ -23,20 +23,27 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--epochs", type=int, required=True)
-    parser.add_argument("--options", default="{}", help="JSON options of st.wrap")
+    parser.add_argument(
+        "--options",
+        default="{}",
+        help='JSON options of st.wrap; under "checkpointer", options of st.Checkpointer',
+    )
     args = parser.parse_args()
     env = st.init()
     args.run_dir.mkdir(parents=True, exist_ok=True)
     st.seed_everything(0)
     model = TinyLM()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    training = st.wrap(model, optimizer, **json.loads(args.options))
+    options = json.loads(args.options)
+    saving = options.pop("checkpointer", {})
+    training = st.wrap(model, optimizer, **options)
     loader = st.loader(TensorDataset(sequences(SAMPLES, seed=7)), global_batch_size=GLOBAL_BATCH)
     ckpt = st.Checkpointer(
         model=training.model,
         optimizer=training.optimizer,
         run_dir=args.run_dir,
         every_minutes=None,
+        **saving,
     )
     for _epoch in ckpt.epochs(args.epochs):
         for (batch,) in ckpt.batches(loader):
