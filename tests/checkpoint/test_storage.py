@@ -101,3 +101,22 @@ def test_a_staged_state_is_written_without_any_gpu_stream() -> None:
 def test_state_bytes_counts_the_tensors_of_nested_state() -> None:
     state = {"model": {"w": torch.zeros(256, 256)}, "optimizer": {"state": [torch.zeros(10)]}}
     assert state_bytes(state) == 256 * 256 * 4 + 40
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_a_copy_started_before_the_plan_gives_the_file_of_the_state_now(tmp_path: Path) -> None:
+    # An asynchronous save starts copying training's tensors to where the previous save put
+    # them before DCP's plan says where they go now; the file must hold the state now, also
+    # when the plan moved them (a tensor before them gone).
+    image = FileImage()
+    state = odd_state(1, with_extra=True)
+    save_alone(tmp_path, state, cores=2, step=1, image=image)
+    for step, gone in [(2, None), (3, "extra"), (4, "large")]:
+        for value in state.values():
+            value.add_(1)  # training changed every tensor in place since the last save
+        if gone is not None:
+            del state[gone]
+        image.start_early_copy(list(state.values()))
+        folder = save_alone(tmp_path, state, cores=2, step=step, image=image)
+        read = loaded(folder, state)
+        assert all(torch.equal(read[name], state[name]) for name in state), step

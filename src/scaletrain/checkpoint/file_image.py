@@ -7,6 +7,11 @@ the same memory (direct_file.py). Writing through DCP's own writer instead costs
 pieces one by one: measured in docs/checkpoints.md ("Where an asynchronous save's slowdown
 comes from").
 
+The copy can start before DCP has planned the save, in a thread of its own: each tensor goes
+where the previous save placed it (`start_early_copy`), and `build` then copies only what the
+plan put elsewhere. Training is let go only after `build`, so a plan that changed costs a
+second copy, never a wrong byte.
+
 The file stays DCP's own: each item is exactly what torch.save writes for it (a non-tensor
 item: its bytes), at the offset and length the metadata records. Items start at multiples of
 64 bytes; torch.save puts a tensor's bytes at a multiple of 64 inside its item, so every
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import io
 import mmap
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import IO, Any, cast
@@ -88,6 +94,8 @@ class _InPlace:
     """A tensor to copy into the file at `at`, laid out as its saved `form`."""
 
     source: torch.Tensor
+    layout: tuple[Any, ...]
+    """The source's dtype, shape and strides."""
     form: _SavedForm
     at: int
 
@@ -102,6 +110,42 @@ class FileImage:
         self._memory: torch.Tensor | None = None  # the same memory, as uint8
         self._pinned = False
         self._forms: dict[tuple[Any, ...], _SavedForm] = {}
+        # The last build's tensor places (offset, layout, form), by the address of their data.
+        self._places: dict[int, tuple[int, tuple[Any, ...], _SavedForm]] = {}
+        self._early: set[tuple[int, int, tuple[Any, ...]]] = set()  # (address, at, layout)
+        self._early_copy: threading.Thread | None = None
+        self._early_error: BaseException | None = None
+
+    def start_early_copy(self, tensors: list[torch.Tensor]) -> None:
+        """Copy `tensors` to where the last build placed the tensors at their addresses, in
+        a thread, while DCP plans the save. As for `build`'s own copies, training must not
+        change them until `build` returns."""
+        self.wait_for_early_copy()
+        self._early, self._early_error = set(), None  # a failed save's copies count for nothing
+        early = []
+        for tensor in tensors:
+            at, layout, form = self._places.get(tensor.data_ptr(), (0, None, None))
+            if form is not None and layout == _layout_of(tensor):
+                early.append(_InPlace(source=tensor, layout=layout, form=form, at=at))
+        if early and self._memory is not None:
+            self._early_copy = threading.Thread(
+                target=self._copy_early, args=(early,), name="checkpoint-copy"
+            )
+            self._early_copy.start()
+
+    def _copy_early(self, early: list[_InPlace]) -> None:
+        try:
+            for place in early:
+                self._target(place).copy_(place.source)
+                self._early.add((place.source.data_ptr(), place.at, place.layout))
+        except BaseException as error:  # raised again by build, in the writer's thread
+            self._early_error = error
+
+    def wait_for_early_copy(self) -> None:
+        """Block until the early copy (if any) is over; its error is raised by `build`."""
+        if self._early_copy is not None:
+            self._early_copy.join()
+            self._early_copy = None
 
     def build(
         self, items: Iterable[Any], resolve: Callable[[Any], Any]
@@ -109,6 +153,11 @@ class FileImage:
         """Every item's place and the file's bytes (page-aligned at their start). `resolve`
         gives an item's data: a BytesIO, or a tensor on any device; once this returns, the
         tensors are copied and training may change them."""
+        self.wait_for_early_copy()
+        early, self._early = self._early, set()
+        if self._early_error is not None:
+            error, self._early_error = self._early_error, None
+            raise error
         placed: list[PlacedItem] = []
         pieces: list[tuple[int, bytes]] = []
         in_place: list[_InPlace] = []
@@ -121,21 +170,26 @@ class FileImage:
                 pieces.append((offset, bytes(data.getbuffer())))
                 length = len(pieces[-1][1])
             elif _copied_in_place(tensor := data.detach()):
-                key = (tensor.dtype, tuple(tensor.shape), tuple(tensor.stride()))
-                form = self._forms[key] = forms.get(key) or _saved_form(tensor)
+                layout = _layout_of(tensor)
+                form = self._forms[layout] = forms.get(layout) or _saved_form(tensor)
                 at = form.data_at
                 if at is None or (offset + at) % tensor.element_size():
                     length = _serialize_whole(tensor, offset, pieces)
                 else:
                     pieces += [(offset + start, content) for start, content in form.pieces]
-                    in_place.append(_InPlace(source=tensor, form=form, at=offset + at))
+                    in_place.append(
+                        _InPlace(source=tensor, layout=layout, form=form, at=offset + at)
+                    )
                     length = form.length
             else:
                 length = _serialize_whole(tensor, offset, pieces)
             placed.append(PlacedItem(item=item, offset=offset, length=length))
             end = offset + length
         from_gpu = any(place.source.is_cuda for place in in_place)
+        earlier_memory = self._memory
         owner, memory = self._take(end, pinned=self._pin and from_gpu)
+        if memory is not earlier_memory:
+            early = set()  # copied into memory that is gone
         whole = memoryview(owner)
         filled = [(at, at + len(content)) for at, content in pieces]
         filled += [(place.at, place.at + place.form.data_bytes) for place in in_place]
@@ -144,10 +198,19 @@ class FileImage:
         for at, content in pieces:
             whole[at : at + len(content)] = content
         for place in in_place:
-            form = place.form
-            target = memory[place.at : place.at + form.data_bytes].view(form.dtype)
-            target.as_strided(form.shape, form.stride).copy_(place.source)
+            if (place.source.data_ptr(), place.at, place.layout) not in early:
+                self._target(place).copy_(place.source)
+        self._places = {
+            place.source.data_ptr(): (place.at, place.layout, place.form) for place in in_place
+        }
         return placed, whole[:end]
+
+    def _target(self, place: _InPlace) -> torch.Tensor:
+        """The tensor's place in the memory, viewed as its saved form."""
+        assert self._memory is not None
+        form = place.form
+        target = self._memory[place.at : place.at + form.data_bytes].view(form.dtype)
+        return target.as_strided(form.shape, form.stride)
 
     def _take(self, size: int, *, pinned: bool) -> tuple[mmap.mmap, torch.Tensor]:
         """Page-aligned memory for `size` bytes: the previous save's when large enough."""
@@ -185,6 +248,10 @@ def _copied_in_place(data: torch.Tensor) -> bool:
         and not data.is_quantized
         and data.nbytes >= IN_PLACE_MIN_BYTES
     )
+
+
+def _layout_of(tensor: torch.Tensor) -> tuple[Any, ...]:
+    return (tensor.dtype, tuple(tensor.shape), tuple(tensor.stride()))
 
 
 def _cuda_runtime() -> Any:

@@ -134,6 +134,11 @@ def stage(
     return copy.deepcopy(state)
 
 
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """The part of a tensor this rank holds (a DTensor's local shard), as DCP writes it."""
+    return (tensor.to_local() if hasattr(tensor, "to_local") else tensor).detach()
+
+
 def _gather(digests: dict[str, FileDigest], target: SaveTarget) -> dict[str, FileDigest]:
     if target.world_size == 1:
         return digests
@@ -248,10 +253,13 @@ class BackgroundWriter:
         # places are emptied again after, so that the next save never stages into them.
         for container, key, tensor in deferred:
             container[key] = tensor
+        # Their copy starts now, into the places of the previous save, while DCP plans.
+        self._image.start_early_copy([_local(tensor) for _, _, tensor in deferred])
         done = copied.set if copied is not None else lambda: None
         try:
             return write_checkpoint(job, self.target, image=self._image, copied=done)
         finally:
+            self._image.wait_for_early_copy()  # when the save failed before the file's build
             done()  # also when the save failed before the copy: the error comes with wait()
             for container, key, _ in deferred:
                 container[key] = None
