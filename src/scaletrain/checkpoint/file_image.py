@@ -153,11 +153,6 @@ class FileImage:
         """Every item's place and the file's bytes (page-aligned at their start). `resolve`
         gives an item's data: a BytesIO, or a tensor on any device; once this returns, the
         tensors are copied and training may change them."""
-        self.wait_for_early_copy()
-        early, self._early = self._early, set()
-        if self._early_error is not None:
-            error, self._early_error = self._early_error, None
-            raise error
         placed: list[PlacedItem] = []
         pieces: list[tuple[int, bytes]] = []
         in_place: list[_InPlace] = []
@@ -185,6 +180,12 @@ class FileImage:
                 length = _serialize_whole(tensor, offset, pieces)
             placed.append(PlacedItem(item=item, offset=offset, length=length))
             end = offset + length
+        # Laid out while the early copy runs; the memory is written once it is over.
+        self.wait_for_early_copy()
+        early, self._early = self._early, set()
+        if self._early_error is not None:
+            error, self._early_error = self._early_error, None
+            raise error
         from_gpu = any(place.source.is_cuda for place in in_place)
         earlier_memory = self._memory
         owner, memory = self._take(end, pinned=self._pin and from_gpu)

@@ -242,6 +242,10 @@ class BackgroundWriter:
             job.state, into=self._staged, pin=self._pin, later=later, deferred=deferred
         )
         copied = self._copied = threading.Event() if deferred else None
+        # Their copy starts now, to the places of the previous save, while the writer has DCP
+        # plan the save: from this thread, so that it copies at training's priority (the
+        # next optimizer step waits for it) rather than at the writer's.
+        self._image.start_early_copy([_local(tensor) for _, _, tensor in deferred])
         self._pending = self._executor.submit(
             self._copy_and_write, replace(job, state=self._staged), deferred, copied
         )
@@ -253,8 +257,6 @@ class BackgroundWriter:
         # places are emptied again after, so that the next save never stages into them.
         for container, key, tensor in deferred:
             container[key] = tensor
-        # Their copy starts now, into the places of the previous save, while DCP plans.
-        self._image.start_early_copy([_local(tensor) for _, _, tensor in deferred])
         done = copied.set if copied is not None else lambda: None
         try:
             return write_checkpoint(job, self.target, image=self._image, copied=done)
