@@ -40,12 +40,17 @@ class HasState(Protocol):
     def load_state_dict(self, state_dict: dict[str, Any]) -> Any: ...
 
 
+def local_part(tensor: torch.Tensor) -> torch.Tensor:
+    """The part of a tensor this rank holds: a DTensor's local shard, any other tensor whole."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
 def storage_of(value: Any) -> int | None:
     """The address of a tensor's (local) data, to recognise it in a state dict; None for
     anything else, and for tensors without plain storage (ShardedTensor, empty ones)."""
     if not isinstance(value, torch.Tensor):
         return None
-    local = value.to_local() if hasattr(value, "to_local") else value
+    local = local_part(value)
     try:
         return int(local.data_ptr()) or None
     except RuntimeError:

@@ -37,6 +37,7 @@ from torch.futures import Future
 from scaletrain.checkpoint.direct_file import DirectFile
 from scaletrain.checkpoint.file_image import FileImage
 from scaletrain.checkpoint.manifest import FileDigest, crc32
+from scaletrain.checkpoint.state import local_part
 
 # A thread (and file) per this many bytes of a rank's share, up to the rank's cores: below
 # it a thread costs more than it overlaps. Measured in benchmarks/checkpoint_cost.py.
@@ -73,7 +74,7 @@ def state_bytes(state: Any) -> int:
     if isinstance(state, torch.Tensor):
         if hasattr(state, "local_shards"):  # ShardedTensor (DeepSpeed's partitions): no numel
             return sum(state_bytes(shard.tensor) for shard in state.local_shards())
-        local = state.to_local() if hasattr(state, "to_local") else state
+        local = local_part(state)
         return int(local.numel() * local.element_size())
     if isinstance(state, Mapping):
         return sum(state_bytes(value) for value in state.values())

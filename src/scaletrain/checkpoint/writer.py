@@ -37,7 +37,7 @@ from scaletrain import __version__
 from scaletrain.checkpoint.file_image import FileImage
 from scaletrain.checkpoint.layout import CheckpointStore, fsync_folder
 from scaletrain.checkpoint.manifest import FileDigest, Manifest, Position
-from scaletrain.checkpoint.state import storage_of
+from scaletrain.checkpoint.state import local_part, storage_of
 from scaletrain.checkpoint.storage import (
     ScaletrainWriter,
     state_bytes,
@@ -132,11 +132,6 @@ def stage(
             for value, old in itertools.zip_longest(state, into if same_length else ())
         )
     return copy.deepcopy(state)
-
-
-def _local(tensor: torch.Tensor) -> torch.Tensor:
-    """The part of a tensor this rank holds (a DTensor's local shard), as DCP writes it."""
-    return (tensor.to_local() if hasattr(tensor, "to_local") else tensor).detach()
 
 
 def _gather(digests: dict[str, FileDigest], target: SaveTarget) -> dict[str, FileDigest]:
@@ -245,7 +240,7 @@ class BackgroundWriter:
         # Their copy starts now, to the places of the previous save, while the writer has DCP
         # plan the save: from this thread, so that it copies at training's priority (the
         # next optimizer step waits for it) rather than at the writer's.
-        self._image.start_early_copy([_local(tensor) for _, _, tensor in deferred])
+        self._image.start_early_copy([local_part(tensor).detach() for _, _, tensor in deferred])
         self._pending = self._executor.submit(
             self._copy_and_write, replace(job, state=self._staged), deferred, copied
         )
