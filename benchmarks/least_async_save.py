@@ -7,13 +7,12 @@ disk. This does exactly that and nothing else: each rank copies its share of the
 (the share its rank writes in scaletrain's checkpoint is about as large) into one page-aligned
 buffer, reused from save to save, in a thread; the next optimizer step waits for that copy,
 as scaletrain's does; the thread then takes the buffer's CRC-32 (ISA-L, scaletrain's) and
-writes it around the page cache in 8 MiB pieces, then fsyncs. No file format, no manifest,
-no collective, no rename.
+writes it straight from that memory with scaletrain's DirectFile (around the page cache, in
+8 MiB pieces), then fsyncs. No file format, no manifest, no collective, no rename.
 """
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import threading
@@ -22,10 +21,8 @@ from pathlib import Path
 
 import torch
 
+from scaletrain.checkpoint.direct_file import ALIGNMENT, DirectFile
 from scaletrain.checkpoint.manifest import crc32
-
-ALIGNMENT = 4096  # the disk's block and the page: what direct I/O asks of offsets and memory
-PIECE_BYTES = 8 * 1024 * 1024
 
 
 class LeastAsyncSave:
@@ -77,23 +74,8 @@ class LeastAsyncSave:
                 copy.copy_(tensor.detach().reshape(-1))
         finally:
             self._copied.set()
-        with memoryview(self._buffer) as data:
+        with memoryview(self._buffer) as data, DirectFile(self._path) as file:
             crc32(data, 0)
-            descriptor = _open_direct(self._path)
-            try:
-                for start in range(0, len(data), PIECE_BYTES):
-                    os.write(descriptor, data[start : start + PIECE_BYTES])
-                os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
-
-
-def _open_direct(path: Path) -> int:
-    """The file opened for direct writes, or through the page cache where they are refused."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    try:
-        return os.open(path, flags | getattr(os, "O_DIRECT", 0))
-    except OSError as error:
-        if error.errno != errno.EINVAL:
-            raise
-        return os.open(path, flags)
+            file.write_aligned(data)  # every slot is whole blocks: nothing is copied
+            file.flush()
+            os.fsync(file.fileno())
