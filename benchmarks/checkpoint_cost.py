@@ -4,7 +4,8 @@
   read of the same bytes (each rank its share, in parallel) and next to plain
   torch.distributed.checkpoint (DCP) save/load of the same state with default options;
 - for a training loop: how long a synchronous save stalls it, and for an asynchronous save
-  (scaletrain's, and the least work any asynchronous save does: least_async_save.py) how
+  (scaletrain's; the least work any asynchronous save does, least_async_save.py; and that
+  save's write alone, without its copy and checksum: the disk's share of the floor) how
   long the loop was blocked (the step the save started after, plus any wait of the next
   optimizer step for the background copy of its state) and its total slowdown (the extra
   time, over the same loop's median step once the save is over, of every step the background
@@ -45,8 +46,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 SAVES = ("plain write", "plain DCP", "scaletrain")
 LOADS = ("plain read", "plain DCP", "scaletrain")
 # "least": the least work any asynchronous save does (least_async_save.py), the floor that
-# scaletrain's asynchronous save is measured against.
-LOOPS = ("synchronous", "asynchronous", "least")
+# scaletrain's asynchronous save is measured against; "write only": its write alone.
+LOOPS = ("synchronous", "asynchronous", "least", "write only")
+LEAST_SAVES = ("least", "write only")
 # The plain write and read move the same bytes as scaletrain's checkpoint, split over ranks.
 _SIZE_OF = {"plain write": "plain", "plain read": "plain"}
 # Steps a loop goes on for while a background write is in flight, at most.
@@ -197,12 +199,14 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
 
     model, optimizer = build(args)
     writer: Any
-    if mode == "least":
+    if mode in LEAST_SAVES:
         env = st.current_env()
         state = [*model.parameters()]
         state += [value for each in optimizer.state.values() for value in each.values()]
         writer = LeastAsyncSave(
-            share_of(state, env.rank, env.world_size), work / f"least-{env.rank}.bin"
+            share_of(state, env.rank, env.world_size),
+            work / f"least-{env.rank}.bin",
+            copy=mode == "least",
         )
         optimizer.register_step_pre_hook(writer.before_step)
 
@@ -320,7 +324,7 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             for name, seconds in times.items():
                 size = sizes[_SIZE_OF.get(name, name)]
                 rates[kind].setdefault(name, []).append(size / 1e6 / seconds)
-    # Older result files have no "least" loop.
+    # Older result files have no "least" or "write only" loop.
     modes = [mode for mode in LOOPS if mode in rounds[0]["loops"]]
     stalls: dict[str, list[float]] = {mode: [] for mode in modes}
     cpu: dict[str, list[float]] = {mode: [] for mode in modes}
@@ -350,6 +354,9 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         if "least" in modes
         else {}
     )
+    if "write only" in modes:
+        least["write_only_slowdown_s"] = median(stalls["write only"])
+        least["write_only_slowdown_vs_sync"] = median(stalls["write only"]) / sync_stall
     return {
         "mb_per_s": mb_per_s,
         "mb_per_s_each_round": rates,
@@ -425,7 +432,7 @@ def show(record: dict[str, Any], path: Path) -> None:
     print(f"state {settings['state_mb']:,.0f} MB; load average {machine['load_average_1_5_15']}")
     print(
         "ranks  save MB/s: plain / DCP / scaletrain   load MB/s: plain / DCP / scaletrain   "
-        "sync stall  async slowdown (blocked)  least async slowdown"
+        "sync stall  async slowdown (blocked)  least async slowdown  its write alone"
     )
     for ranks, result in record["by_ranks"].items():
         summary = result["summary"]
@@ -439,7 +446,8 @@ def show(record: dict[str, Any], path: Path) -> None:
             f"{summary['sync_stall_s']:.2f} s  {summary['async_slowdown_s']:.2f} s "
             f"({summary['async_slowdown_vs_sync']:.2f}) ({summary['async_blocked_s']:.3f} s, "
             f"{summary['async_blocked_vs_sync']:.3f})  {summary['least_slowdown_s']:.2f} s "
-            f"({summary['least_slowdown_vs_sync']:.2f})"
+            f"({summary['least_slowdown_vs_sync']:.2f})  "
+            f"{summary.get('write_only_slowdown_s', float('nan')):.2f} s"
         )
     print(f"results: {path}")
 

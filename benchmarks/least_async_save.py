@@ -9,6 +9,10 @@ buffer, reused from save to save, in a thread; the next optimizer step waits for
 as scaletrain's does; the thread then takes the buffer's CRC-32 (ISA-L, scaletrain's) and
 writes it straight from that memory with scaletrain's DirectFile (around the page cache, in
 8 MiB pieces), then fsyncs. No file format, no manifest, no collective, no rename.
+
+With `copy=False` it only writes: the buffer, copied once when made, goes to the disk at
+every save with neither a copy nor a checksum. What that costs training is the disk's share
+of the least save's cost on this machine.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from scaletrain.checkpoint.manifest import crc32
 
 
 class LeastAsyncSave:
-    """Copy `tensors` in a background thread, then checksum and write the copy to `path`."""
+    """Copy `tensors` in a background thread, then checksum and write the copy to `path`;
+    or, without `copy`, write the copy made at the start, again at every save."""
 
-    def __init__(self, tensors: list[torch.Tensor], path: Path) -> None:
+    def __init__(self, tensors: list[torch.Tensor], path: Path, *, copy: bool = True) -> None:
         self._tensors = tensors
         self._path = path
+        self._copy = copy
         offsets, end = [], 0
         for tensor in tensors:
             offsets.append(end)
@@ -41,6 +47,8 @@ class LeastAsyncSave:
             whole[offset : offset + tensor.nbytes].view(tensor.dtype)
             for offset, tensor in zip(offsets, tensors, strict=True)
         ]
+        if not copy:
+            self._copy_tensors()
         self._copied = threading.Event()
         self._copied.set()
         self._thread: threading.Thread | None = None
@@ -68,14 +76,19 @@ class LeastAsyncSave:
             self._thread.join()
             self._thread = None
 
+    def _copy_tensors(self) -> None:
+        for copy, tensor in zip(self._copies, self._tensors, strict=True):
+            copy.copy_(tensor.detach().reshape(-1))
+
     def _copy_and_write(self) -> None:
         try:
-            for copy, tensor in zip(self._copies, self._tensors, strict=True):
-                copy.copy_(tensor.detach().reshape(-1))
+            if self._copy:
+                self._copy_tensors()
         finally:
             self._copied.set()
         with memoryview(self._buffer) as data, DirectFile(self._path) as file:
-            crc32(data, 0)
+            if self._copy:
+                crc32(data, 0)
             file.write_aligned(data)  # every slot is whole blocks: nothing is copied
             file.flush()
             os.fsync(file.fileno())

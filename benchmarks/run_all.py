@@ -197,6 +197,9 @@ def async_row(ranks: str, summary: dict[str, Any]) -> tuple[str, str, str, str, 
         if least is not None
         else ""
     )
+    write_only = summary.get("write_only_slowdown_s")
+    if write_only is not None:
+        least_text += f", its write alone {write_only:.2f} s"
     measured = (
         f"{slowdown / stall:.2f} ({slowdown:.2f} vs {stall:.2f} s; blocked "
         f"{summary['async_blocked_s']:.3f} s{cpu_text}{least_text})"
