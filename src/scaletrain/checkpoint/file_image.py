@@ -38,14 +38,21 @@ IN_PLACE_MIN_BYTES = 4096
 
 class _Pieces(io.RawIOBase):
     """What torch.save writes, kept as (offset, bytes) pieces; one write of exactly
-    `gap_bytes` (the storage's data) is left out and its offset kept."""
+    `gap_bytes` (the storage's data) is left out and its offset kept. torch.save writes a
+    file in a few dozen small writes; writes that follow each other are joined into one
+    piece, so that a file image handles a piece or two per tensor rather than dozens."""
 
     def __init__(self, gap_bytes: int | None = None) -> None:
         super().__init__()
-        self.pieces: list[tuple[int, bytes]] = []
+        self._runs: list[tuple[int, bytearray]] = []
+        self._joining = False  # whether the next write continues the last run
         self.size = 0
         self.gap_at: int | None = None
         self._gap_bytes = gap_bytes
+
+    @property
+    def pieces(self) -> list[tuple[int, bytes]]:
+        return [(at, bytes(run)) for at, run in self._runs]
 
     def writable(self) -> bool:
         return True
@@ -54,8 +61,12 @@ class _Pieces(io.RawIOBase):
         view = memoryview(data).cast("B")
         if self.gap_at is None and len(view) == self._gap_bytes:
             self.gap_at = self.size  # no header piece is as large (IN_PLACE_MIN_BYTES)
+            self._joining = False
+        elif self._joining:
+            self._runs[-1][1].extend(view)
         else:
-            self.pieces.append((self.size, bytes(view)))
+            self._runs.append((self.size, bytearray(view)))
+            self._joining = True
         self.size += len(view)
         return len(view)
 
