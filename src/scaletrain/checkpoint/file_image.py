@@ -1,6 +1,6 @@
 """One rank's checkpoint file built in page-aligned memory, for an asynchronous save.
 
-Each large tensor is copied once, from training's tensor straight to its place among the
+Each tensor is copied once, from training's tensor straight to its place among the
 file's bytes; the CRC-32 is taken over that memory in one pass; the disk reads the file from
 the same memory (direct_file.py). Writing through DCP's own writer instead costs two copies
 (a staging copy, then torch.save's bytes into the direct file's buffer) and torch.save's
@@ -30,9 +30,9 @@ from typing import IO, Any, cast
 import torch
 
 ITEM_ALIGNMENT = 64
-# A tensor at least this large gets a place in the file to be copied into; a smaller one
-# (Adam's step counts) is serialized whole by torch.save, data and all. torch.save writes
-# its headers in pieces of a few hundred bytes, so a piece this large can only be the data.
+# torch.save writes its headers in pieces of a few hundred bytes, so a write this large can
+# only be the data: where a tensor at least this large goes is found without writing it. A
+# smaller one (Adam's step counts, biases, norms) is found by saving its layout twice.
 IN_PLACE_MIN_BYTES = 4096
 
 
@@ -252,14 +252,9 @@ class FileImage:
 
 
 def _copied_in_place(data: torch.Tensor) -> bool:
-    """Whether a tensor gets a place to be copied into: a plain, dense one, large enough.
-    Quantized tensors and tensor subclasses keep torch.save's own way of writing them."""
-    return (
-        type(data) is torch.Tensor
-        and data.layout == torch.strided
-        and not data.is_quantized
-        and data.nbytes >= IN_PLACE_MIN_BYTES
-    )
+    """Whether a tensor gets a place to be copied into: a plain, dense one. Quantized
+    tensors and tensor subclasses keep torch.save's own way of writing them."""
+    return type(data) is torch.Tensor and data.layout == torch.strided and not data.is_quantized
 
 
 def _layout_of(tensor: torch.Tensor) -> tuple[Any, ...]:
@@ -277,6 +272,8 @@ def _saved_form(tensor: torch.Tensor) -> _SavedForm:
     off while DCP saves), and its data is the one piece left out."""
     template = torch.empty_like(tensor, device="cpu")
     data_bytes = template.untyped_storage().nbytes()
+    if data_bytes < IN_PLACE_MIN_BYTES:
+        return _small_saved_form(template)
     stream = _Pieces(gap_bytes=data_bytes)
     torch.save(template, cast(IO[bytes], stream))
     return _SavedForm(
@@ -287,6 +284,40 @@ def _saved_form(tensor: torch.Tensor) -> _SavedForm:
         pieces=stream.pieces,
         data_at=stream.gap_at,
         length=stream.size,
+    )
+
+
+def _small_saved_form(template: torch.Tensor) -> _SavedForm:
+    """`_saved_form` of a small tensor, whose data could be as large as a header piece: the
+    layout is saved twice, its bytes all 0x00 and then all 0xFF, and the data is the one run
+    of bytes that differs. Anything else differing (record checksums switched on) leaves the
+    data's place unknown, and the tensor is then serialized whole."""
+    data_bytes = template.untyped_storage().nbytes()
+    as_bytes = torch.empty(0, dtype=torch.uint8).set_(template.untyped_storage())
+    files = []
+    for fill in (0x00, 0xFF):
+        as_bytes.fill_(fill)
+        stream = _Pieces()
+        torch.save(template, cast(IO[bytes], stream))
+        files.append(b"".join(content for _, content in stream.pieces))
+    zeros, ones = files
+    same_length = len(zeros) == len(ones)
+    pairs = zip(zeros, ones, strict=False)
+    differ = [at for at, (one, other) in enumerate(pairs) if one != other] if same_length else []
+    one_run = len(differ) == data_bytes > 0 and differ[-1] - differ[0] == data_bytes - 1
+    data_at = differ[0] if one_run else None
+    pieces = [(0, zeros)]
+    if data_at is not None:
+        after = data_at + data_bytes
+        pieces = [(0, zeros[:data_at]), (after, zeros[after:])]
+    return _SavedForm(
+        dtype=template.dtype,
+        shape=template.shape,
+        stride=template.stride(),
+        data_bytes=data_bytes,
+        pieces=[(at, content) for at, content in pieces if content],
+        data_at=data_at,
+        length=len(zeros),
     )
 
 

@@ -33,6 +33,7 @@ from scaletrain.checkpoint.manifest import (
     size_problems,
     verify_files,
 )
+from scaletrain.checkpoint.process_switches import without_automatic_gc
 from scaletrain.checkpoint.reader import VerifyingReader
 from scaletrain.checkpoint.safe_load import (
     METADATA_NAME,
@@ -108,12 +109,13 @@ def _read(
         state[RANK_STATE_KEY] = {str(target.rank): ""}
     reader = VerifyingReader(folder, manifest.files, verify=share)
     try:
-        dcp_load(
-            state,
-            storage_reader=reader,
-            planner=SafeLoadPlanner(),
-            process_group=target.group,
-        )
+        with without_automatic_gc():
+            dcp_load(
+                state,
+                storage_reader=reader,
+                planner=SafeLoadPlanner(),
+                process_group=target.group,
+            )
     except (Exception, CheckpointException) as error:  # DCP's is a BaseException
         raise _does_not_fit(folder, error, state) from error
     return reader.problems, state

@@ -186,35 +186,3 @@ class ScaletrainWriter(FileSystemWriter):
             ]
         )
         return results
-
-
-class _RecordChecksums:
-    """torch.save's CRC-32 of every record inside a file, switched off while saves run.
-
-    The switch is torch's documented one (torch.serialization.set_crc32_options; torch.load
-    still reads such files) and is process-wide: it is restored once the last of the saves
-    that overlap ends. The manifest's CRC of each whole file covers those bytes.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._previous = True
-
-    @contextmanager
-    def off(self) -> Iterator[None]:
-        with self._lock:
-            if self._users == 0:
-                self._previous = torch.serialization.get_crc32_options()
-                torch.serialization.set_crc32_options(False)
-            self._users += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0:
-                    torch.serialization.set_crc32_options(self._previous)
-
-
-without_record_checksums = _RecordChecksums().off

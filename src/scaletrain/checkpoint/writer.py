@@ -37,13 +37,9 @@ from scaletrain import __version__
 from scaletrain.checkpoint.file_image import FileImage
 from scaletrain.checkpoint.layout import CheckpointStore, fsync_folder
 from scaletrain.checkpoint.manifest import FileDigest, Manifest, Position
+from scaletrain.checkpoint.process_switches import without_automatic_gc, without_record_checksums
 from scaletrain.checkpoint.state import local_part, storage_of
-from scaletrain.checkpoint.storage import (
-    ScaletrainWriter,
-    state_bytes,
-    without_record_checksums,
-    writer_options,
-)
+from scaletrain.checkpoint.storage import ScaletrainWriter, state_bytes, writer_options
 
 # The DCP entry of each rank's random generators: {"<rank>": JSON text}. Plain text, so that
 # loading it needs no unpickling beyond torch.load(weights_only=True).
@@ -164,7 +160,7 @@ def write_checkpoint(
     options = writer_options(state_bytes(job.state), target.cores, staged=image is not None)
     writer = ScaletrainWriter(folder, options, image=image, copied=copied)
     state = {**job.state, RANK_STATE_KEY: {str(target.rank): json.dumps(job.rank_state)}}
-    with without_record_checksums():
+    with without_record_checksums(), without_automatic_gc():
         dcp_save(state, storage_writer=writer, process_group=target.group)
     files = _gather(writer.fs.digests, target)
     if target.rank != 0:

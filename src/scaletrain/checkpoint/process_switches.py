@@ -1,0 +1,61 @@
+"""Process-wide switches that checkpoint saves and loads turn off while they run.
+
+Each is restored to what it was once the last of the saves or loads that overlap ends (an
+asynchronous save can overlap a synchronous one, or a load); a change to it made by other
+code meanwhile is undone then.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+
+
+class _ProcessSwitch:
+    def __init__(self, read: Callable[[], bool], write: Callable[[bool], None]) -> None:
+        self._read, self._write = read, write
+        self._lock = threading.Lock()
+        self._users = 0
+        self._previous = True
+
+    @contextmanager
+    def off(self) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                self._previous = self._read()
+                self._write(False)
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    self._write(self._previous)
+
+
+def _switch_gc(on: bool) -> None:
+    if on:
+        gc.enable()
+    else:
+        gc.disable()
+
+
+# torch.save's CRC-32 of every record inside a file: torch's documented switch
+# (torch.serialization.set_crc32_options; torch.load still reads such files). The
+# manifest's CRC of each whole file covers those bytes.
+without_record_checksums = _ProcessSwitch(
+    torch.serialization.get_crc32_options, torch.serialization.set_crc32_options
+).off
+
+# Python's automatic garbage collection. DCP pickles and unpickles its plans, results and
+# metadata, a few objects per tensor: for a state of 2,400 tensors those objects set off
+# collections of every object of the process (torch's among them) that took about half of a
+# save's CPU. What a save allocates is freed by reference counting once it ends; garbage in
+# cycles waits until then. Training frameworks switch it off for whole runs (torchtitan's
+# gc_freq, Megatron's manual_gc); here only while a save or a load runs.
+without_automatic_gc = _ProcessSwitch(gc.isenabled, _switch_gc).off
