@@ -14,11 +14,15 @@
 
     .venv/bin/python benchmarks/checkpoint_cost.py             # 201 MB of state, ~15 min
     .venv/bin/python benchmarks/checkpoint_cost.py --layers 8  # 403 MB
+    # 2,400 small tensors (20 MB): what a save costs per tensor
+    .venv/bin/python benchmarks/checkpoint_cost.py --layers 300 --width 64 \
+        --out benchmarks/results/checkpoint_cost_many_tensors.json
 
 Loads read from the disk, not from the page cache: every file is dropped from the cache
 (posix_fadvise DONTNEED, after fsync) before each load and each plain read. Each rank is one
 torchrun process; a measurement starts together on all ranks and ends with the slowest.
-Writes benchmarks/results/checkpoint_cost.json (benchmarks/run_all.py summarizes it).
+Writes benchmarks/results/checkpoint_cost.json (benchmarks/run_all.py summarizes it), or
+the file --out names.
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--window", type=int, default=24, help="steps measured after a save")
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: tmp)")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS / "checkpoint_cost.json", help="the results file"
+    )
     parser.add_argument("--worker-out", type=Path, default=None, help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -421,8 +428,8 @@ def driver(args: argparse.Namespace) -> None:
         "settings": {**vars(args), "state_mb": state_bytes(args) / 1e6},
         "by_ranks": results,
     }
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "checkpoint_cost.json"
+    path = args.out
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1, default=str) + "\n")
     show(record, path)
 

@@ -9,15 +9,17 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from scaletrain.checkpoint.file_image import IN_PLACE_MIN_BYTES, FileImage
+from scaletrain.checkpoint import writer as writer_module
+from scaletrain.checkpoint.file_image import IN_PLACE_MIN_BYTES, ITEM_ALIGNMENT, FileImage
 from scaletrain.checkpoint.manifest import Manifest, digest
+from scaletrain.checkpoint.safe_load import SafeFileSystemReader
 from scaletrain.checkpoint.storage import (
     BYTES_PER_WRITER_THREAD,
     state_bytes,
     writer_options,
 )
-from scaletrain.checkpoint.writer import RANK_STATE_KEY
-from tests.checkpoint.conftest import save_alone
+from scaletrain.checkpoint.writer import RANK_STATE_KEY, BackgroundWriter
+from tests.checkpoint.conftest import job_of, save_alone, target_alone
 
 MB = 1024 * 1024
 
@@ -120,3 +122,30 @@ def test_a_copy_started_before_the_plan_gives_the_file_of_the_state_now(tmp_path
         folder = save_alone(tmp_path, state, cores=2, step=step, image=image)
         read = loaded(folder, state)
         assert all(torch.equal(read[name], state[name]) for name in state), step
+
+
+def item_offsets(folder: Path) -> list[int]:
+    metadata = SafeFileSystemReader(folder).read_metadata()
+    return [info.offset for info in metadata.storage_data.values()]
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_a_synchronous_save_of_a_small_state_is_built_in_memory_given_back_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DCP's own writer runs torch.save per tensor; a small state's file is built in memory
+    # instead (its items start at multiples of 64 bytes, DCP's writer's do not), and that
+    # memory is not held once the save is over.
+    writer = BackgroundWriter(target_alone(tmp_path), pin_staging=False)
+    state = odd_state(1, with_extra=False)
+    writer.write_now(job_of(state, step=1), keep_image=False)
+    built = Path(tmp_path / "step-0000001")
+    assert all(offset % ITEM_ALIGNMENT == 0 for offset in item_offsets(built))
+    assert all(torch.equal(value, state[name]) for name, value in loaded(built, state).items())
+    assert writer._image.memory_bytes == 0
+    # A state above the limit goes through DCP's writer, which needs no memory for all of it.
+    monkeypatch.setattr(writer_module, "SYNC_IMAGE_MAX_BYTES", 0)
+    writer.write_now(job_of(state, step=2), keep_image=False)
+    streamed = Path(tmp_path / "step-0000002")
+    assert any(offset % ITEM_ALIGNMENT for offset in item_offsets(streamed))
+    assert all(torch.equal(value, state[name]) for name, value in loaded(streamed, state).items())

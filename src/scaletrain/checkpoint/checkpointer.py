@@ -42,7 +42,7 @@ from scaletrain.checkpoint.state import (
     saved_loader_generator,
 )
 from scaletrain.checkpoint.stop import StopRequests, TrainingStopped
-from scaletrain.checkpoint.writer import BackgroundWriter, SaveJob, SaveTarget, write_checkpoint
+from scaletrain.checkpoint.writer import BackgroundWriter, SaveJob, SaveTarget
 from scaletrain.core.run_folder import DEFAULT_RUNS_DIR, RunFolder, default_run_name
 from scaletrain.runtime import heartbeat
 from scaletrain.runtime.layout import DistEnv
@@ -327,7 +327,7 @@ class Checkpointer:
             rank_state=capture_rank_state(self._env.device, epoch_start),
         )
         if blocking:
-            write_checkpoint(job, self._target)
+            self._writer.write_now(job, keep_image=self._asynchronous)
         else:
             in_background = self._copy_in_background
             later = self._objects.changed_only_by_steps() if in_background else frozenset()

@@ -244,6 +244,17 @@ class FileImage:
                 self._pinned = False
         return self._owner, self._memory
 
+    @property
+    def memory_bytes(self) -> int:
+        """How much memory the image holds now."""
+        return len(self._owner) if self._owner is not None else 0
+
+    def release(self) -> None:
+        """Give the memory back (a later build takes new memory)."""
+        self.wait_for_early_copy()
+        self._places = {}
+        self._release()
+
     def _release(self) -> None:
         if self._pinned and self._memory is not None:
             _cuda_runtime().cudaHostUnregister(self._memory.data_ptr())

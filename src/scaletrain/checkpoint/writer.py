@@ -41,6 +41,13 @@ from scaletrain.checkpoint.process_switches import without_automatic_gc, without
 from scaletrain.checkpoint.state import local_part, storage_of
 from scaletrain.checkpoint.storage import ScaletrainWriter, state_bytes, writer_options
 
+# A synchronous save of a rank's state at most this large is built as a file image too
+# (file_image.py), in memory taken for the save. DCP's own writer runs torch.save for every
+# tensor, about 0.2 ms each: a state of many small tensors spent most of a save there
+# (docs/checkpoints.md, "Many small tensors"). A larger state goes through DCP's writer,
+# which needs no memory for the whole of it.
+SYNC_IMAGE_MAX_BYTES = 512 * 2**20
+
 # The DCP entry of each rank's random generators: {"<rank>": JSON text}. Plain text, so that
 # loading it needs no unpickling beyond torch.load(weights_only=True).
 RANK_STATE_KEY = "rank_state"
@@ -240,6 +247,21 @@ class BackgroundWriter:
         self._pending = self._executor.submit(
             self._copy_and_write, replace(job, state=self._staged), deferred, copied
         )
+
+    def write_now(self, job: SaveJob, *, keep_image: bool) -> None:
+        """Save `job` from this thread: a synchronous save. Its file is built in memory, as
+        an asynchronous save's is, when the image is kept for those anyway (`keep_image`) or
+        the rank's state is at most SYNC_IMAGE_MAX_BYTES; that memory is then given back
+        unless `keep_image`. A larger state goes through DCP's own writer."""
+        self.wait()
+        if not keep_image and state_bytes(job.state) > SYNC_IMAGE_MAX_BYTES:
+            write_checkpoint(job, self.target)
+            return
+        try:
+            write_checkpoint(job, self.target, image=self._image)
+        finally:
+            if not keep_image:
+                self._image.release()
 
     def _copy_and_write(
         self, job: SaveJob, deferred: list[Deferred], copied: threading.Event | None
