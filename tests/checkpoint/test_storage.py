@@ -9,7 +9,6 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from scaletrain.checkpoint import writer as writer_module
 from scaletrain.checkpoint.file_image import IN_PLACE_MIN_BYTES, ITEM_ALIGNMENT, FileImage
 from scaletrain.checkpoint.manifest import Manifest, digest
 from scaletrain.checkpoint.safe_load import SafeFileSystemReader
@@ -18,7 +17,11 @@ from scaletrain.checkpoint.storage import (
     state_bytes,
     writer_options,
 )
-from scaletrain.checkpoint.writer import RANK_STATE_KEY, BackgroundWriter
+from scaletrain.checkpoint.writer import (
+    RANK_STATE_KEY,
+    SYNC_IMAGE_MAX_MEAN_TENSOR_BYTES,
+    BackgroundWriter,
+)
 from tests.checkpoint.conftest import job_of, save_alone, target_alone
 
 MB = 1024 * 1024
@@ -130,22 +133,23 @@ def item_offsets(folder: Path) -> list[int]:
 
 
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
-def test_a_synchronous_save_of_a_small_state_is_built_in_memory_given_back_after(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_synchronous_save_of_many_small_tensors_is_built_in_memory_given_back_after(
+    tmp_path: Path,
 ) -> None:
-    # DCP's own writer runs torch.save per tensor; a small state's file is built in memory
-    # instead (its items start at multiples of 64 bytes, DCP's writer's do not), and that
-    # memory is not held once the save is over.
+    # DCP's own writer runs torch.save per tensor; a state of small tensors is built in
+    # memory instead (its items start at multiples of 64 bytes, DCP's writer's do not), and
+    # that memory is not held once the save is over.
     writer = BackgroundWriter(target_alone(tmp_path), pin_staging=False)
-    state = odd_state(1, with_extra=False)
-    writer.write_now(job_of(state, step=1), keep_image=False)
-    built = Path(tmp_path / "step-0000001")
+    small = {f"bias{i}": torch.randn(64) for i in range(50)} | {"step": torch.tensor(7.0)}
+    writer.write_now(job_of(small, step=1), keep_image=False)
+    built = tmp_path / "step-0000001"
     assert all(offset % ITEM_ALIGNMENT == 0 for offset in item_offsets(built))
-    assert all(torch.equal(value, state[name]) for name, value in loaded(built, state).items())
-    assert writer._image.memory_bytes == 0
-    # A state above the limit goes through DCP's writer, which needs no memory for all of it.
-    monkeypatch.setattr(writer_module, "SYNC_IMAGE_MAX_BYTES", 0)
-    writer.write_now(job_of(state, step=2), keep_image=False)
-    streamed = Path(tmp_path / "step-0000002")
+    assert all(torch.equal(value, small[name]) for name, value in loaded(built, small).items())
+    assert writer._image_once.memory_bytes == 0
+    # Large tensors go through DCP's writer, which needs no memory for all of them.
+    large = {"weight": torch.randn(1024, 1024), "bias": torch.randn(3)}
+    assert state_bytes(large) > 2 * SYNC_IMAGE_MAX_MEAN_TENSOR_BYTES
+    writer.write_now(job_of(large, step=2), keep_image=False)
+    streamed = tmp_path / "step-0000002"
     assert any(offset % ITEM_ALIGNMENT for offset in item_offsets(streamed))
-    assert all(torch.equal(value, state[name]) for name, value in loaded(streamed, state).items())
+    assert all(torch.equal(value, large[name]) for name, value in loaded(streamed, large).items())

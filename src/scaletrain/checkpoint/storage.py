@@ -69,18 +69,23 @@ def writer_options(share_bytes: int, cores: int, *, staged: bool) -> WriterOptio
     return WriterOptions(thread_count=threads, per_thread_copy_ahead=10_000_000)
 
 
-def state_bytes(state: Any) -> int:
-    """Bytes of the tensors this rank holds in a state dict (its share of a sharded one)."""
+def tensor_bytes(state: Any) -> list[int]:
+    """Bytes of each tensor this rank holds in a state dict (its share of a sharded one)."""
     if isinstance(state, torch.Tensor):
         if hasattr(state, "local_shards"):  # ShardedTensor (DeepSpeed's partitions): no numel
-            return sum(state_bytes(shard.tensor) for shard in state.local_shards())
+            return [size for shard in state.local_shards() for size in tensor_bytes(shard.tensor)]
         local = local_part(state)
-        return int(local.numel() * local.element_size())
+        return [int(local.numel() * local.element_size())]
     if isinstance(state, Mapping):
-        return sum(state_bytes(value) for value in state.values())
+        return [size for value in state.values() for size in tensor_bytes(value)]
     if isinstance(state, list | tuple):
-        return sum(state_bytes(value) for value in state)
-    return 0
+        return [size for value in state for size in tensor_bytes(value)]
+    return []
+
+
+def state_bytes(state: Any) -> int:
+    """Bytes of the tensors this rank holds in a state dict (its share of a sharded one)."""
+    return sum(tensor_bytes(state))
 
 
 class _ChecksummingStream(io.RawIOBase):

@@ -39,14 +39,22 @@ from scaletrain.checkpoint.layout import CheckpointStore, fsync_folder
 from scaletrain.checkpoint.manifest import FileDigest, Manifest, Position
 from scaletrain.checkpoint.process_switches import without_automatic_gc, without_record_checksums
 from scaletrain.checkpoint.state import local_part, storage_of
-from scaletrain.checkpoint.storage import ScaletrainWriter, state_bytes, writer_options
+from scaletrain.checkpoint.storage import (
+    ScaletrainWriter,
+    state_bytes,
+    tensor_bytes,
+    writer_options,
+)
 
-# A synchronous save of a rank's state at most this large is built as a file image too
-# (file_image.py), in memory taken for the save. DCP's own writer runs torch.save for every
-# tensor, about 0.2 ms each: a state of many small tensors spent most of a save there
-# (docs/checkpoints.md, "Many small tensors"). A larger state goes through DCP's writer,
-# which needs no memory for the whole of it.
+# A synchronous save of a state of many small tensors is built as a file image too
+# (file_image.py), in memory taken for the save: DCP's own writer runs torch.save for every
+# tensor, about 0.2 ms each, which was most of a save of 2,400 tensors of 6 KB. Memory taken
+# for one save costs its page faults, about as much per MB as that per tensor: a state of
+# 201 MB in 32 tensors stalled training 0.22-0.25 s built so, 0.17-0.20 s through
+# DCP's writer (docs/checkpoints.md, "Many small tensors"). A state larger than
+# SYNC_IMAGE_MAX_BYTES never is: DCP's writer needs no memory for all of it.
 SYNC_IMAGE_MAX_BYTES = 512 * 2**20
+SYNC_IMAGE_MAX_MEAN_TENSOR_BYTES = 2**20
 
 # The DCP entry of each rank's random generators: {"<rank>": JSON text}. Plain text, so that
 # loading it needs no unpickling beyond torch.load(weights_only=True).
@@ -226,6 +234,9 @@ class BackgroundWriter:
         self._pending: Future[Path | None] | None = None
         self._staged: Any = None
         self._image = FileImage(pin=pin_staging)
+        # A synchronous save's, given back after each save. Never page-locked: registering
+        # memory with the GPU driver takes time in proportion to its size, for one copy.
+        self._image_once = FileImage(pin=False)
         self._copied: threading.Event | None = None
         self.waited_for_copy_s = 0.0
         """Seconds optimizer steps waited for a background copy, over the run."""
@@ -250,18 +261,23 @@ class BackgroundWriter:
 
     def write_now(self, job: SaveJob, *, keep_image: bool) -> None:
         """Save `job` from this thread: a synchronous save. Its file is built in memory, as
-        an asynchronous save's is, when the image is kept for those anyway (`keep_image`) or
-        the rank's state is at most SYNC_IMAGE_MAX_BYTES; that memory is then given back
-        unless `keep_image`. A larger state goes through DCP's own writer."""
+        an asynchronous save's is: in the asynchronous saves' image when it is kept for
+        those anyway (`keep_image`), else, for a state of many small tensors, in memory
+        given back after the save. Other states go through DCP's own writer."""
         self.wait()
-        if not keep_image and state_bytes(job.state) > SYNC_IMAGE_MAX_BYTES:
-            write_checkpoint(job, self.target)
-            return
-        try:
+        sizes = tensor_bytes(job.state)
+        many_small = sum(sizes) <= min(
+            SYNC_IMAGE_MAX_BYTES, len(sizes) * SYNC_IMAGE_MAX_MEAN_TENSOR_BYTES
+        )
+        if keep_image:
             write_checkpoint(job, self.target, image=self._image)
-        finally:
-            if not keep_image:
-                self._image.release()
+        elif many_small:
+            try:
+                write_checkpoint(job, self.target, image=self._image_once)
+            finally:
+                self._image_once.release()
+        else:
+            write_checkpoint(job, self.target)
 
     def _copy_and_write(
         self, job: SaveJob, deferred: list[Deferred], copied: threading.Event | None
