@@ -48,8 +48,8 @@ from scaletrain.checkpoint.storage import (
 
 # A synchronous save of a state of many small tensors is built as a file image too
 # (file_image.py), in memory taken for the save: DCP's own writer runs torch.save for every
-# tensor, about 0.2 ms each, which was most of a save of 2,400 tensors of 6 KB. Memory taken
-# for one save costs its page faults, about as much per MB as that per tensor: a state of
+# tensor, about 0.2 ms each, which was most of a save of 2,400 tensors of 6 KB. But memory
+# taken for one save costs its page faults, per MB: a state of
 # 201 MB in 32 tensors stalled training 0.22-0.25 s built so, 0.17-0.20 s through
 # DCP's writer (docs/checkpoints.md, "Many small tensors"). A state larger than
 # SYNC_IMAGE_MAX_BYTES never is: DCP's writer needs no memory for all of it.
@@ -202,6 +202,12 @@ def write_checkpoint(
     return published
 
 
+def _many_small_tensors(state: Any) -> bool:
+    """Whether a synchronous save of `state` is built as a file image (SYNC_IMAGE_MAX_*)."""
+    sizes = tensor_bytes(state)
+    return sum(sizes) <= min(SYNC_IMAGE_MAX_BYTES, len(sizes) * SYNC_IMAGE_MAX_MEAN_TENSOR_BYTES)
+
+
 def _prepare_writer_thread(device: torch.device) -> None:
     """The background writer's thread: on this rank's GPU (a CUDA call there would otherwise
     create a context on GPU 0), and behind training in the CPU scheduler's queue."""
@@ -265,13 +271,9 @@ class BackgroundWriter:
         those anyway (`keep_image`), else, for a state of many small tensors, in memory
         given back after the save. Other states go through DCP's own writer."""
         self.wait()
-        sizes = tensor_bytes(job.state)
-        many_small = sum(sizes) <= min(
-            SYNC_IMAGE_MAX_BYTES, len(sizes) * SYNC_IMAGE_MAX_MEAN_TENSOR_BYTES
-        )
         if keep_image:
             write_checkpoint(job, self.target, image=self._image)
-        elif many_small:
+        elif _many_small_tensors(job.state):
             try:
                 write_checkpoint(job, self.target, image=self._image_once)
             finally:
