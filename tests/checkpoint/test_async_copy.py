@@ -20,6 +20,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict
 import scaletrain as st
 from scaletrain.checkpoint.writer import BackgroundWriter
 from tests.checkpoint.conftest import job_of, target_alone
+from tests.conftest import WORKERS, torchrun
 
 WIDTH, LAYERS, STEPS, EVERY = 2048, 4, 12, 3
 
@@ -115,3 +116,27 @@ def test_a_later_save_never_stages_into_a_tensor_training_owns(tmp_path: Path) -
     writer.submit(job_of({"weight": torch.randn(256, 256)}, step=2))
     writer.wait()
     assert torch.equal(weight, before)
+
+
+def test_two_ranks_let_the_step_go_before_the_plan_and_give_up_a_save_whose_plan_moved(
+    tmp_path: Path,
+) -> None:
+    # DCP writes each replicated tensor from one rank; the early copy predicts which from the
+    # last save and lets the step go before the plan. A plan that moved the split (a tensor
+    # placed before them, from save 3 on) abandons that save; every other save holds the
+    # state of its step.
+    result = torchrun(WORKERS / "early_copy_ranks.py", f"--out={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    recorded = torch.load(tmp_path / "steps.pt", weights_only=True)
+    assert recorded["let_go"] == {2: "before rank 1 started", 5: "before rank 1 started"}
+    assert "checkpoint of step 3 abandoned: the plan gives this rank a tensor" in result.stderr
+    folders = sorted(path.name for path in (tmp_path / "checkpoints").iterdir())
+    assert folders == ["LATEST", *(f"step-{step:07d}" for step in (1, 2, 4, 5))]
+    for step in (1, 2, 4, 5):
+        expected = recorded["states"][step]
+        into = {"model": {name: torch.zeros_like(value) for name, value in expected.items()}}
+        dcp.load(into, checkpoint_id=tmp_path / "checkpoints" / f"step-{step:07d}", no_dist=True)
+        different = [
+            name for name in expected if not torch.equal(into["model"][name], expected[name])
+        ]
+        assert not different, f"step {step} differs from its state in {different}"

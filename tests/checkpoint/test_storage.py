@@ -3,11 +3,14 @@ files stay DCP's own format, and the writer's options follow the rank's share.""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 
 from scaletrain.checkpoint.file_image import IN_PLACE_MIN_BYTES, ITEM_ALIGNMENT, FileImage
 from scaletrain.checkpoint.manifest import Manifest, digest
@@ -125,6 +128,71 @@ def test_a_copy_started_before_the_plan_gives_the_file_of_the_state_now(tmp_path
         folder = save_alone(tmp_path, state, cores=2, step=step, image=image)
         read = loaded(folder, state)
         assert all(torch.equal(read[name], state[name]) for name in state), step
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_training_let_go_after_the_early_copy_leaves_the_file_as_the_state_was(
+    tmp_path: Path,
+) -> None:
+    # When every tensor the optimizer step changes had a place in the previous save, the
+    # step is let go as soon as the early copy is over, before DCP's plan: the file must
+    # hold the tensors as they were then, also when the plan moved them (a tensor staged at
+    # the step boundary and placed before them, gone or new) and when that needs larger
+    # memory.
+    image = FileImage()
+    stepped = odd_state(1, with_extra=False)
+    save_alone(tmp_path, {"a buffer": torch.randn(MB)} | stepped, cores=2, step=1, image=image)
+    for step, staged in [
+        (2, {}),  # moved back
+        (3, {"a small buffer": torch.randn(64)}),  # moved on a little
+        (4, {"a larger buffer": torch.randn(2 * MB)}),  # moved on, into more memory
+    ]:
+        let_go = threading.Event()
+        image.start_early_copy(list(stepped.values()), copied=let_go.set)
+        assert let_go.wait(timeout=60), step
+        state = staged | {name: value.clone() for name, value in stepped.items()}
+        writers_state = staged | stepped
+        for value in stepped.values():
+            value.add_(1)  # the next optimizer step
+        folder = save_alone(tmp_path, writers_state, cores=2, step=step, image=image)
+        read = loaded(folder, state)
+        assert all(torch.equal(read[name], state[name]) for name in state), step
+    # A tensor the previous save did not place: the step waits for the file's build.
+    let_go = threading.Event()
+    image.start_early_copy([*stepped.values(), torch.randn(100)], copied=let_go.set)
+    image.wait_for_early_copy()
+    assert not let_go.is_set()
+
+
+class Marked(torch.Tensor):
+    """A tensor subclass: torch.save writes it whole, by its own rules."""
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+@pytest.mark.parametrize(
+    ("planned", "error"),
+    [
+        (lambda weight: weight.t(), "copied early with another layout"),
+        (lambda weight: weight.as_subclass(Marked), "serializes whole a tensor"),
+    ],
+    ids=["transposed", "a subclass, serialized whole"],
+)
+def test_a_plan_that_takes_a_let_go_tensor_otherwise_abandons_the_save(
+    tmp_path: Path, planned: Callable[[torch.Tensor], torch.Tensor], error: str
+) -> None:
+    # Its bytes as they were are only in the early copy, as another tensor: the save fails
+    # rather than write what training changed since, and the previous checkpoint stays.
+    image = FileImage()
+    weight = torch.randn(512, 1024)
+    saved = {"weight": weight.clone()}
+    save_alone(tmp_path, {"weight": weight}, cores=2, step=1, image=image)
+    let_go = threading.Event()
+    image.start_early_copy([weight], copied=let_go.set)
+    assert let_go.wait(timeout=60)
+    weight.add_(1)
+    with pytest.raises(CheckpointException, match=error):
+        save_alone(tmp_path, {"weight": planned(weight)}, cores=2, step=2, image=image)
+    assert torch.equal(loaded(tmp_path / "step-0000001", saved)["weight"], saved["weight"])
 
 
 def item_offsets(folder: Path) -> list[int]:

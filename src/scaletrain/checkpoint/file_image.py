@@ -8,9 +8,15 @@ pieces one by one: measured in docs/checkpoints.md ("Where an asynchronous save'
 comes from").
 
 The copy can start before DCP has planned the save, in a thread of its own: each tensor goes
-where the previous save placed it (`start_early_copy`), and `build` then copies only what the
-plan put elsewhere. Training is let go only after `build`, so a plan that changed costs a
-second copy, never a wrong byte.
+where the previous save placed it (`start_early_copy`). When the previous save placed every
+tensor, or left it to another rank (DCP writes a replicated tensor from one rank only),
+training is let go as soon as that copy is over, without waiting for DCP's plan (at several
+ranks a collective of the background writers, at the writer's low priority); `build` then
+takes each tensor's bytes from its early copy, moving them where the plan put them
+elsewhere. A plan that gives this rank a tensor the copy left to another (a state whose
+layout changed on some rank) abandons the save (`PlanChangedError`): its bytes as they were
+are gone. Otherwise training is let go only after `build`, which copies what the early copy
+did not.
 
 The file stays DCP's own: each item is exactly what torch.save writes for it (a non-tensor
 item: its bytes), at the offset and length the metadata records. Items start at multiples of
@@ -34,6 +40,11 @@ ITEM_ALIGNMENT = 64
 # only be the data: where a tensor at least this large goes is found without writing it. A
 # smaller one (Adam's step counts, biases, norms) is found by saving its layout twice.
 IN_PLACE_MIN_BYTES = 4096
+
+
+class PlanChangedError(RuntimeError):
+    """DCP's plan for a save put a tensor that training was let go to change where the early
+    copy had not copied it: the save cannot be written as the state was, and is abandoned."""
 
 
 class _Pieces(io.RawIOBase):
@@ -123,34 +134,58 @@ class FileImage:
         self._forms: dict[tuple[Any, ...], _SavedForm] = {}
         # The last build's tensor places (offset, layout, form), by the address of their data.
         self._places: dict[int, tuple[int, tuple[Any, ...], _SavedForm]] = {}
-        self._early: set[tuple[int, int, tuple[Any, ...]]] = set()  # (address, at, layout)
+        # The tensors offered to the last early copy that the last build did not place:
+        # another rank writes them. By the address of their data, with their layout.
+        self._elsewhere: dict[int, tuple[Any, ...]] = {}
+        self._offered: dict[int, tuple[Any, ...]] = {}  # to the early copy of this save
+        # The early copy's places, by the address of the tensor's data.
+        self._early: dict[int, _InPlace] = {}
+        self._let_go = False  # whether training may change the offered tensors before build
         self._early_copy: threading.Thread | None = None
         self._early_error: BaseException | None = None
 
-    def start_early_copy(self, tensors: list[torch.Tensor]) -> None:
+    def start_early_copy(
+        self, tensors: list[torch.Tensor], *, copied: Callable[[], None] = lambda: None
+    ) -> None:
         """Copy `tensors` to where the last build placed the tensors at their addresses, in
-        a thread, while DCP plans the save. As for `build`'s own copies, training must not
-        change them until `build` returns."""
+        a thread, while DCP plans the save. When the last build placed each of them or left
+        it to another rank, `copied` is called once the copy is over (from its thread), and
+        training may change them from then on; otherwise, as for `build`'s own copies, not
+        until `build` returns."""
         self.wait_for_early_copy()
-        self._early, self._early_error = set(), None  # a failed save's copies count for nothing
-        early = []
+        self._early, self._early_error = {}, None  # a failed save's copies count for nothing
+        self._offered = {}
+        early, left = [], 0
         for tensor in tensors:
-            at, layout, form = self._places.get(tensor.data_ptr(), (0, None, None))
-            if form is not None and layout == _layout_of(tensor):
+            layout = self._offered[tensor.data_ptr()] = _layout_of(tensor)
+            at, placed_layout, form = self._places.get(tensor.data_ptr(), (0, None, None))
+            if form is not None and placed_layout == layout:
                 early.append(_InPlace(source=tensor, layout=layout, form=form, at=at))
-        if early and self._memory is not None:
-            self._early_copy = threading.Thread(
-                target=self._copy_early, args=(early,), name="checkpoint-copy"
-            )
-            self._early_copy.start()
+            elif self._elsewhere.get(tensor.data_ptr()) == layout:
+                left += 1
+        self._let_go = len(early) + left == len(tensors)
+        if not early:
+            if self._let_go:
+                copied()
+            return
+        self._early_copy = threading.Thread(
+            target=self._copy_early,
+            args=(early, copied if self._let_go else None),
+            name="checkpoint-copy",
+        )
+        self._early_copy.start()
 
-    def _copy_early(self, early: list[_InPlace]) -> None:
+    def _copy_early(self, early: list[_InPlace], copied: Callable[[], None] | None) -> None:
+        assert self._memory is not None
         try:
             for place in early:
-                self._target(place).copy_(place.source)
-                self._early.add((place.source.data_ptr(), place.at, place.layout))
+                _view(self._memory, place.at, place.form).copy_(place.source)
+                self._early[place.source.data_ptr()] = place
         except BaseException as error:  # raised again by build, in the writer's thread
             self._early_error = error
+            return
+        if copied is not None:
+            copied()
 
     def wait_for_early_copy(self) -> None:
         """Block until the early copy (if any) is over; its error is raised by `build`."""
@@ -164,9 +199,14 @@ class FileImage:
         """Every item's place and the file's bytes (page-aligned at their start). `resolve`
         gives an item's data: a BytesIO, or a tensor on any device; once this returns, the
         tensors are copied and training may change them."""
+        offered, self._offered = self._offered, {}
+        # Until this build is over, nothing is predicted of the next save: a failed one
+        # leaves its next save to wait for its build.
+        self._places, self._elsewhere = {}, {}
         placed: list[PlacedItem] = []
         pieces: list[tuple[int, bytes]] = []
         in_place: list[_InPlace] = []
+        whole_items: list[torch.Tensor] = []  # tensors serialized whole, data and all
         forms, self._forms = self._forms, {}  # only the layouts of this save are kept
         end = 0
         for item in items:
@@ -180,6 +220,7 @@ class FileImage:
                 form = self._forms[layout] = forms.get(layout) or _saved_form(tensor)
                 at = form.data_at
                 if at is None or (offset + at) % tensor.element_size():
+                    whole_items.append(tensor)
                     length = _serialize_whole(tensor, offset, pieces)
                 else:
                     pieces += [(offset + start, content) for start, content in form.pieces]
@@ -188,20 +229,37 @@ class FileImage:
                     )
                     length = form.length
             else:
+                whole_items.append(tensor)
                 length = _serialize_whole(tensor, offset, pieces)
             placed.append(PlacedItem(item=item, offset=offset, length=length))
             end = offset + length
         # Laid out while the early copy runs; the memory is written once it is over.
         self.wait_for_early_copy()
-        early, self._early = self._early, set()
+        early, self._early = self._early, {}
+        let_go, self._let_go = self._let_go, False
         if self._early_error is not None:
             error, self._early_error = self._early_error, None
             raise error
+        if let_go:
+            _check_early_copies(whole_items, in_place, early, offered)
         from_gpu = any(place.source.is_cuda for place in in_place)
         earlier_memory = self._memory
         owner, memory = self._take(end, pinned=self._pin and from_gpu)
-        if memory is not earlier_memory:
-            early = set()  # copied into memory that is gone
+        # Each tensor's bytes come from its early copy, where there is one: training may
+        # have changed the tensor since. Bytes the plan moved are taken out before the
+        # memory is rewritten; in new memory, the earlier memory is left as it was.
+        sources: list[torch.Tensor | None] = []
+        for place in in_place:
+            copy = early.get(place.source.data_ptr())
+            if copy is None or copy.layout != place.layout:
+                sources.append(place.source)
+            elif memory is not earlier_memory:
+                assert earlier_memory is not None  # there was an early copy
+                sources.append(_view(earlier_memory, copy.at, copy.form))
+            elif copy.at != place.at:
+                sources.append(_view(memory, copy.at, copy.form).clone())
+            else:
+                sources.append(None)  # already in its place
         whole = memoryview(owner)
         filled = [(at, at + len(content)) for at, content in pieces]
         filled += [(place.at, place.at + place.form.data_bytes) for place in in_place]
@@ -209,20 +267,16 @@ class FileImage:
             memory[start:stop].zero_()  # earlier saves' bytes: zeros, as DCP's
         for at, content in pieces:
             whole[at : at + len(content)] = content
-        for place in in_place:
-            if (place.source.data_ptr(), place.at, place.layout) not in early:
-                self._target(place).copy_(place.source)
+        for place, source in zip(in_place, sources, strict=True):
+            if source is not None:
+                _view(memory, place.at, place.form).copy_(source)
         self._places = {
             place.source.data_ptr(): (place.at, place.layout, place.form) for place in in_place
         }
+        self._elsewhere = {
+            address: layout for address, layout in offered.items() if address not in self._places
+        }
         return placed, whole[:end]
-
-    def _target(self, place: _InPlace) -> torch.Tensor:
-        """The tensor's place in the memory, viewed as its saved form."""
-        assert self._memory is not None
-        form = place.form
-        target = self._memory[place.at : place.at + form.data_bytes].view(form.dtype)
-        return target.as_strided(form.shape, form.stride)
 
     def _take(self, size: int, *, pinned: bool) -> tuple[mmap.mmap, torch.Tensor]:
         """Page-aligned memory for `size` bytes: the previous save's when large enough."""
@@ -260,6 +314,43 @@ class FileImage:
             _cuda_runtime().cudaHostUnregister(self._memory.data_ptr())
         self._pinned = False
         self._owner = self._memory = None  # freed once no view of it is left
+
+
+def _view(memory: torch.Tensor, at: int, form: _SavedForm) -> torch.Tensor:
+    """The place at `at` in the memory, viewed as a tensor of its saved form."""
+    target = memory[at : at + form.data_bytes].view(form.dtype)
+    return target.as_strided(form.shape, form.stride)
+
+
+def _check_early_copies(
+    whole_items: list[torch.Tensor],
+    in_place: list[_InPlace],
+    early: dict[int, _InPlace],
+    offered: dict[int, tuple[Any, ...]],
+) -> None:
+    """After training was let go at the end of the early copy, every tensor of the plan that
+    was offered to it must be in the file as the copy took it: its bytes then are gone."""
+    for tensor in whole_items:
+        if tensor.data_ptr() in offered:
+            raise PlanChangedError(
+                "the plan serializes whole a tensor that training went on changing after the "
+                "early copy"
+            )
+    for place in in_place:
+        address = place.source.data_ptr()
+        if address not in offered:
+            continue
+        copy = early.get(address)
+        if copy is None:
+            raise PlanChangedError(
+                "the plan gives this rank a tensor the early copy left to another rank "
+                "(the state's layout changed since the last save)"
+            )
+        if copy.layout != place.layout:
+            raise PlanChangedError(
+                f"the plan views a tensor copied early with another layout ({copy.layout} "
+                f"copied, {place.layout} planned)"
+            )
 
 
 def _copied_in_place(data: torch.Tensor) -> bool:

@@ -19,6 +19,7 @@ import copy
 import itertools
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -31,10 +32,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from scaletrain import __version__
-from scaletrain.checkpoint.file_image import FileImage
+from scaletrain.checkpoint.file_image import FileImage, PlanChangedError
 from scaletrain.checkpoint.layout import CheckpointStore, fsync_folder
 from scaletrain.checkpoint.manifest import FileDigest, Manifest, Position
 from scaletrain.checkpoint.process_switches import without_automatic_gc, without_record_checksums
@@ -222,10 +224,11 @@ class BackgroundWriter:
     """Writes checkpoints in a background thread, one at a time (asynchronous saving).
 
     What only `optimizer.step()` changes (the parameters it updates and its own state) is
-    copied in that thread too, straight into the file's bytes in memory, while the next
-    forward and backward run; `before_step`, an optimizer step pre-hook, makes the next step
-    wait for that copy. Everything else (buffers, which forward changes; schedulers; plain
-    values) is copied at the step boundary.
+    copied in the background too, straight into the file's bytes in memory, while the next
+    forward and backward run: from the second save on, in a thread of its own started at
+    once (file_image.py, the early copy); `before_step`, an optimizer step pre-hook, makes
+    the next step wait for that copy. Everything else (buffers, which forward changes;
+    schedulers; plain values) is copied at the step boundary.
     """
 
     def __init__(self, target: SaveTarget, *, pin_staging: bool = True) -> None:
@@ -259,8 +262,12 @@ class BackgroundWriter:
         copied = self._copied = threading.Event() if deferred else None
         # Their copy starts now, to the places of the previous save, while the writer has DCP
         # plan the save: from this thread, so that it copies at training's priority (the
-        # next optimizer step waits for it) rather than at the writer's.
-        self._image.start_early_copy([local_part(tensor).detach() for _, _, tensor in deferred])
+        # next optimizer step waits for it) rather than at the writer's. When it covers them
+        # all, the next step waits for that copy alone, not for the plan.
+        self._image.start_early_copy(
+            [local_part(tensor).detach() for _, _, tensor in deferred],
+            copied=copied.set if copied is not None else lambda: None,
+        )
         self._pending = self._executor.submit(
             self._copy_and_write, replace(job, state=self._staged), deferred, copied
         )
@@ -291,11 +298,32 @@ class BackgroundWriter:
         done = copied.set if copied is not None else lambda: None
         try:
             return write_checkpoint(job, self.target, image=self._image, copied=done)
+        except CheckpointException as error:
+            reasons = [failure for failure, _ in error.failures.values()]
+            if not all(isinstance(reason, PlanChangedError) for reason in reasons):
+                raise
+            self._abandon(job, str(reasons[0]))
+            return None
         finally:
             self._image.wait_for_early_copy()  # when the save failed before the file's build
             done()  # also when the save failed before the copy: the error comes with wait()
             for container, key, _ in deferred:
                 container[key] = None
+
+    def _abandon(self, job: SaveJob, reason: str) -> None:
+        """Training went on before the save's plan was known, and the plan needs a tensor as
+        it was then (file_image.py): every rank gives the save up; the previous checkpoint
+        stays, and the next save waits for its plan."""
+        if self.target.rank != 0:
+            return
+        shutil.rmtree(self.target.store.partial(job.position.step), ignore_errors=True)
+        print(
+            f"scaletrain: checkpoint of step {job.position.step} abandoned: {reason}. "
+            "Training goes on from where it is; the previous checkpoint stays, and the next "
+            "save waits for its plan.",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def before_step(self, *_: object) -> None:
         """An optimizer step pre-hook: wait until the background copy of the state it is
