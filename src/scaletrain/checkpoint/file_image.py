@@ -35,6 +35,8 @@ from typing import IO, Any, cast
 
 import torch
 
+from scaletrain.checkpoint.state import storage_of
+
 ITEM_ALIGNMENT = 64
 # torch.save writes its headers in pieces of a few hundred bytes, so a write this large can
 # only be the data: where a tensor at least this large goes is found without writing it. A
@@ -155,6 +157,7 @@ class FileImage:
         self.wait_for_early_copy()
         self._early, self._early_error = {}, None  # a failed save's copies count for nothing
         self._offered = {}
+        tensors = [tensor for tensor in tensors if tensor.numel()]  # no bytes, no address
         early, left = [], 0
         for tensor in tensors:
             layout = self._offered[tensor.data_ptr()] = _layout_of(tensor)
@@ -331,7 +334,7 @@ def _check_early_copies(
     """After training was let go at the end of the early copy, every tensor of the plan that
     was offered to it must be in the file as the copy took it: its bytes then are gone."""
     for tensor in whole_items:
-        if tensor.data_ptr() in offered:
+        if storage_of(tensor) in offered:  # a sparse tensor has no address: None
             raise PlanChangedError(
                 "the plan serializes whole a tensor that training went on changing after the "
                 "early copy"
