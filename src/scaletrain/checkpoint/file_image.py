@@ -309,7 +309,7 @@ class FileImage:
     def release(self) -> None:
         """Give the memory back (a later build takes new memory)."""
         self.wait_for_early_copy()
-        self._places = {}
+        self._places, self._elsewhere = {}, {}  # a later save predicts nothing
         self._release()
 
     def _release(self) -> None:
