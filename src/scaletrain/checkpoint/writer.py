@@ -300,7 +300,7 @@ class BackgroundWriter:
             return write_checkpoint(job, self.target, image=self._image, copied=done)
         except CheckpointException as error:
             reasons = [failure for failure, _ in error.failures.values()]
-            if not all(isinstance(reason, PlanChangedError) for reason in reasons):
+            if not reasons or not all(isinstance(reason, PlanChangedError) for reason in reasons):
                 raise
             self._abandon(job, str(reasons[0]))
             return None
