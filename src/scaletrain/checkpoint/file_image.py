@@ -160,11 +160,12 @@ class FileImage:
         tensors = [tensor for tensor in tensors if tensor.numel()]  # no bytes, no address
         early, left = [], 0
         for tensor in tensors:
-            layout = self._offered[tensor.data_ptr()] = _layout_of(tensor)
-            at, placed_layout, form = self._places.get(tensor.data_ptr(), (0, None, None))
+            address = tensor.data_ptr()
+            layout = self._offered[address] = _layout_of(tensor)
+            at, placed_layout, form = self._places.get(address, (0, None, None))
             if form is not None and placed_layout == layout:
                 early.append(_InPlace(source=tensor, layout=layout, form=form, at=at))
-            elif self._elsewhere.get(tensor.data_ptr()) == layout:
+            elif self._elsewhere.get(address) == layout:
                 left += 1
         self._let_go = len(early) + left == len(tensors)
         if not early:

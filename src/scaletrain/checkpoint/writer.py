@@ -260,16 +260,17 @@ class BackgroundWriter:
             job.state, into=self._staged, pin=self._pin, later=later, deferred=deferred
         )
         copied = self._copied = threading.Event() if deferred else None
+        done = copied.set if copied is not None else lambda: None
         # Their copy starts now, to the places of the previous save, while the writer has DCP
         # plan the save: from this thread, so that it copies at training's priority (the
         # next optimizer step waits for it) rather than at the writer's. When it covers them
         # all, the next step waits for that copy alone, not for the plan.
         self._image.start_early_copy(
             [local_part(tensor).detach() for _, _, tensor in deferred],
-            copied=copied.set if copied is not None else lambda: None,
+            copied=done,
         )
         self._pending = self._executor.submit(
-            self._copy_and_write, replace(job, state=self._staged), deferred, copied
+            self._copy_and_write, replace(job, state=self._staged), deferred, done
         )
 
     def write_now(self, job: SaveJob, *, keep_image: bool) -> None:
@@ -289,13 +290,13 @@ class BackgroundWriter:
             write_checkpoint(job, self.target)
 
     def _copy_and_write(
-        self, job: SaveJob, deferred: list[Deferred], copied: threading.Event | None
+        self, job: SaveJob, deferred: list[Deferred], done: Callable[[], None]
     ) -> Path | None:
+        """`done` tells the next optimizer step that the state is copied."""
         # The file is built from training's own tensors where the copy was deferred; their
         # places are emptied again after, so that the next save never stages into them.
         for container, key, tensor in deferred:
             container[key] = tensor
-        done = copied.set if copied is not None else lambda: None
         try:
             return write_checkpoint(job, self.target, image=self._image, copied=done)
         except CheckpointException as error:
