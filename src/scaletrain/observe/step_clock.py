@@ -43,6 +43,9 @@ class StepClock:
             self._hook.remove()
             self.save()
             if dist.is_available() and dist.is_initialized():
+                # as st.shutdown() does: no rank closes its connections while another still
+                # finishes the last step's collectives (gloo aborted rank 0 once without it)
+                dist.barrier()
                 dist.destroy_process_group()
             raise SystemExit(0)
 
