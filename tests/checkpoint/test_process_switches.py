@@ -1,5 +1,6 @@
 """What saves and loads switch off in the whole process while they run (Python's automatic
-garbage collection, torch.save's record checksums) is off then and as it was afterwards."""
+garbage collection, torch.save's record checksums) is off then and as it was afterwards; a
+world of one process runs no collectives of DCP."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 
 from scaletrain.checkpoint.process_switches import without_automatic_gc
 from tests.checkpoint.conftest import save_alone
+from tests.conftest import WORKERS, torchrun
 
 
 class _Witness:
@@ -61,3 +63,12 @@ def test_overlapping_saves_turn_it_back_on_only_when_the_last_one_ends() -> None
             assert not gc.isenabled()
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+def test_a_world_of_one_saves_and_resumes_without_dcps_collectives_or_its_notice(
+    tmp_path: Path,
+) -> None:
+    result = torchrun(WORKERS / "single_process_checkpoint.py", str(tmp_path), nproc=1)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "DCP collectives: 0; resumed at step 3" in result.stdout
+    assert "assuming the intent is to" not in result.stderr

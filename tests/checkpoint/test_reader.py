@@ -1,5 +1,6 @@
-"""The load's reader: one read of each file, straight into the tensors, and still every
-damaged byte is found, nothing unsafe is unpickled, and resharded reads get the right values."""
+"""The load's reader: one read of each file, straight into the tensors, one parse of each
+layout, and still every damaged byte is found, nothing unsafe is unpickled, and resharded reads
+get the right values."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict_loader import load
 from torch.distributed.checkpoint.state_dict_saver import save
 
+from scaletrain.checkpoint import reader as reader_module
 from scaletrain.checkpoint.manifest import Manifest, digest
 from scaletrain.checkpoint.reader import VerifyingReader
 from scaletrain.checkpoint.safe_load import METADATA_NAME, SafeFileSystemReader, SafeLoadPlanner
@@ -153,3 +155,61 @@ def test_saved_objects_other_than_plain_data_are_still_refused(tmp_path: Path) -
             no_dist=True,
         )
     assert into["extra"] == Fraction(0)
+
+
+def layouts_state() -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(1)
+    return {
+        **{f"layer{i}": torch.randn(32, 64, generator=generator) for i in range(4)},
+        "wide": torch.randn(64, 32, generator=generator),  # as many bytes, another shape
+        "half": torch.randn(32, 64, generator=generator).to(torch.bfloat16),
+    }
+
+
+def counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The stored items torch.load parses from now on (the real parse runs)."""
+    parsed: list[str] = []
+    parse = reader_module._stored_tensor
+
+    def counted(file: Any, info: Any) -> Any:
+        parsed.append(f"{info.relative_path}@{info.offset}")
+        return parse(file, info)
+
+    monkeypatch.setattr(reader_module, "_stored_tensor", counted)
+    return parsed
+
+
+def test_tensors_of_one_layout_are_parsed_once_and_each_gets_its_own_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = layouts_state()
+    folder = save_alone(tmp_path, state, cores=1)
+    parsed = counting_parses(monkeypatch)
+    into = blank(state)
+    assert read(folder, into) == []
+    assert all(torch.equal(into["model"][name], state[name]) for name in state)
+    assert len(parsed) == 3  # float 32x64, float 64x32, bf16 32x64
+
+
+def test_plain_dcp_items_are_each_parsed_and_load_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "checkpoint"
+    state = layouts_state()
+    save(state, checkpoint_id=folder, no_dist=True)
+    parsed = counting_parses(monkeypatch)
+    into = {name: torch.zeros_like(value) for name, value in state.items()}
+    reader = VerifyingReader(folder, {}, verify=[])
+    load(into, storage_reader=reader, planner=SafeLoadPlanner(), no_dist=True)
+    assert reader.problems == []
+    assert all(torch.equal(into[name], state[name]) for name in state)
+    assert len(parsed) == len(state)  # each torch.save has its own serialization id
+
+
+def test_a_flipped_header_byte_of_a_layout_parsed_before_is_found(tmp_path: Path) -> None:
+    state = layouts_state()
+    folder = save_alone(tmp_path, state, cores=1)
+    at, _ = where(folder, "model.layer3")
+    flip(folder / SHARD, at + 40)
+    into = blank(state)
+    assert read(folder, into) == [f"{SHARD} does not match its checksum"]

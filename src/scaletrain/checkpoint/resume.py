@@ -33,7 +33,7 @@ from scaletrain.checkpoint.manifest import (
     size_problems,
     verify_files,
 )
-from scaletrain.checkpoint.process_switches import without_automatic_gc
+from scaletrain.checkpoint.process_switches import without_automatic_gc, without_dcp_collectives
 from scaletrain.checkpoint.reader import VerifyingReader
 from scaletrain.checkpoint.safe_load import (
     METADATA_NAME,
@@ -115,6 +115,7 @@ def _read(
                 storage_reader=reader,
                 planner=SafeLoadPlanner(),
                 process_group=target.group,
+                no_dist=without_dcp_collectives(target.world_size),
             )
     except (Exception, CheckpointException) as error:  # DCP's is a BaseException
         raise _does_not_fit(folder, error, state) from error

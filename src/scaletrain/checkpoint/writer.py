@@ -39,7 +39,11 @@ from scaletrain import __version__
 from scaletrain.checkpoint.file_image import FileImage, PlanChangedError
 from scaletrain.checkpoint.layout import CheckpointStore, fsync_folder
 from scaletrain.checkpoint.manifest import FileDigest, Manifest, Position
-from scaletrain.checkpoint.process_switches import without_automatic_gc, without_record_checksums
+from scaletrain.checkpoint.process_switches import (
+    without_automatic_gc,
+    without_dcp_collectives,
+    without_record_checksums,
+)
 from scaletrain.checkpoint.state import local_part, storage_of
 from scaletrain.checkpoint.storage import (
     ScaletrainWriter,
@@ -178,7 +182,12 @@ def write_checkpoint(
     writer = ScaletrainWriter(folder, options, image=image, copied=copied)
     state = {**job.state, RANK_STATE_KEY: {str(target.rank): json.dumps(job.rank_state)}}
     with without_record_checksums(), without_automatic_gc():
-        dcp_save(state, storage_writer=writer, process_group=target.group)
+        dcp_save(
+            state,
+            storage_writer=writer,
+            process_group=target.group,
+            no_dist=without_dcp_collectives(target.world_size),
+        )
     files = _gather(writer.fs.digests, target)
     if target.rank != 0:
         return None

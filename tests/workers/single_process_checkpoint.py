@@ -1,0 +1,50 @@
+"""A world of one process (torchrun, gloo) saves with st.Checkpointer, asynchronously and
+synchronously, and resumes; prints how many object collectives DCP itself ran, and the
+resumed step. Its run folder is the first argument."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import scaletrain as st
+
+calls_from_dcp = 0
+
+
+def counted(collective: Any) -> Any:
+    @functools.wraps(collective)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        global calls_from_dcp
+        caller = sys._getframe(1).f_code.co_filename
+        calls_from_dcp += "torch/distributed/checkpoint/" in caller
+        return collective(*args, **kwargs)
+
+    return run
+
+
+# The ones DCP's _DistWrapper gathers, scatters and broadcasts its plans with.
+for name in ("gather_object", "scatter_object_list", "broadcast_object_list", "all_gather_object"):
+    setattr(dist, name, counted(getattr(dist, name)))
+
+st.init()
+model = st.wrap(nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2)))
+optimizer = torch.optim.Adam(model.parameters())
+run_dir = Path(sys.argv[1])
+checkpointer = st.Checkpointer(
+    model=model, optimizer=optimizer, every_steps=2, asynchronous=True, run_dir=run_dir
+)
+for batch in checkpointer.batches([torch.randn(4, 8) for _ in range(3)]):
+    model(batch).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+checkpointer.save(reason="synchronous")  # steps 2 (in the background) and 3 saved
+resumed = st.Checkpointer(model=model, optimizer=optimizer, run_dir=run_dir)
+print(f"DCP collectives: {calls_from_dcp}; resumed at step {resumed.step}", flush=True)
+st.shutdown()
