@@ -72,3 +72,4 @@ def test_a_world_of_one_saves_and_resumes_without_dcps_collectives_or_its_notice
     assert result.returncode == 0, result.stderr[-3000:]
     assert "DCP collectives: 0; resumed at step 3" in result.stdout
     assert "assuming the intent is to" not in result.stderr
+    assert result.stderr.count("UserWarning: the user's own notice") == 1

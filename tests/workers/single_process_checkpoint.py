@@ -1,11 +1,13 @@
 """A world of one process (torchrun, gloo) saves with st.Checkpointer, asynchronously and
 synchronously, and resumes; prints how many object collectives DCP itself ran, and the
-resumed step. Its run folder is the first argument."""
+resumed step. A warning of its own, given before and after the load, shows once. Its run
+folder is the first argument."""
 
 from __future__ import annotations
 
 import functools
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,11 @@ def counted(collective: Any) -> Any:
 for name in ("gather_object", "scatter_object_list", "broadcast_object_list", "all_gather_object"):
     setattr(dist, name, counted(getattr(dist, name)))
 
+
+def users_own_notice() -> None:
+    warnings.warn("the user's own notice", UserWarning, stacklevel=1)  # shown once by default
+
+
 st.init()
 model = st.wrap(nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2)))
 optimizer = torch.optim.Adam(model.parameters())
@@ -45,6 +52,8 @@ for batch in checkpointer.batches([torch.randn(4, 8) for _ in range(3)]):
     optimizer.step()
     optimizer.zero_grad()
 checkpointer.save(reason="synchronous")  # steps 2 (in the background) and 3 saved
+users_own_notice()
 resumed = st.Checkpointer(model=model, optimizer=optimizer, run_dir=run_dir)
+users_own_notice()  # the load has not made Python forget it
 print(f"DCP collectives: {calls_from_dcp}; resumed at step {resumed.step}", flush=True)
 st.shutdown()

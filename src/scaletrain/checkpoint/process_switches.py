@@ -8,6 +8,7 @@ of one process.
 
 from __future__ import annotations
 
+import functools
 import gc
 import threading
 import warnings
@@ -76,5 +77,12 @@ def without_dcp_collectives(world_size: int) -> bool:
     """DCP's `no_dist` for a save or load by `world_size` processes: True for one process."""
     if world_size != 1:
         return False
-    warnings.filterwarnings("ignore", message=_SINGLE_PROCESS_NOTICE, category=UserWarning)
+    _leave_out_single_process_notice()
     return True
+
+
+@functools.cache
+def _leave_out_single_process_notice() -> None:
+    # Once per process: every change to the filters makes Python forget which warnings it
+    # has shown, and the user's own warnings would show again after each save.
+    warnings.filterwarnings("ignore", message=_SINGLE_PROCESS_NOTICE, category=UserWarning)
