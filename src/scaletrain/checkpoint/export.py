@@ -9,7 +9,6 @@ flattened parameters get their shapes back. Only the model is read, not the opti
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from torch.distributed.checkpoint.metadata import BytesStorageMetadata, TensorSt
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
 from scaletrain.checkpoint.deepspeed_state import SECTION, SHAPES
+from scaletrain.checkpoint.process_switches import without_dcp_collectives
 from scaletrain.checkpoint.safe_load import SafeFileSystemReader, SafeLoadPlanner
 from scaletrain.core.errors import ScaletrainError
 
@@ -55,9 +55,12 @@ def read_model(checkpoint: Path) -> dict[str, torch.Tensor]:
     state: dict[str, Any] = {"model": model}
     if shapes:
         state[SECTION] = {SHAPES: shapes}
-    with warnings.catch_warnings():  # DCP warns that it loads without a process group: intended
-        warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
-        dcp_load(state, storage_reader=reader, planner=SafeLoadPlanner(), no_dist=True)
+    dcp_load(
+        state,
+        storage_reader=reader,
+        planner=SafeLoadPlanner(),
+        no_dist=without_dcp_collectives(world_size=1),  # one process reads it all
+    )
     # DeepSpeed saves each parameter flattened; its shape was saved beside it.
     return {
         name: tensor.view(state[SECTION][SHAPES][name]) if name in shapes else tensor
