@@ -17,6 +17,7 @@ import torch
 from scaletrain.checkpoint.file_image import FileImage
 from scaletrain.checkpoint.layout import CheckpointStore
 from scaletrain.checkpoint.manifest import Position
+from scaletrain.checkpoint.shard_saver import ShardSaver
 from scaletrain.checkpoint.state import capture_rank_state
 from scaletrain.checkpoint.writer import SaveJob, SaveTarget, write_checkpoint
 from tests.conftest import WORKERS, end_session, kill_session, scaletrain, start_scaletrain
@@ -176,6 +177,8 @@ def save_alone(
     image: FileImage | None = None,
 ) -> Path:
     """Save `state` in one process (with an `image`: as an asynchronous save writes it)."""
-    published = write_checkpoint(job_of(state, step), target_alone(root, cores), image=image)
+    target = target_alone(root, cores)
+    shards = ShardSaver(rank=0, world_size=1, group=None)
+    published = write_checkpoint(job_of(state, step), target, shards, image=image)
     assert published is not None
     return published

@@ -5,9 +5,9 @@ Order, so that a crash at any moment leaves the previous checkpoint loadable:
    into the same files (no small file per rank), each file's size and CRC-32 computed on
    the way to the disk, each file fsynced once (an asynchronous save: one file per rank,
    built in memory and written from there, file_image.py);
-2. dcp.save returns on every rank only after rank 0 wrote DCP's .metadata, i.e. after
-   all shards are on disk;
-3. rank 0 gathers the digests into checkpoint.json (fsynced), fsyncs the folder, renames it
+2. rank 0 writes DCP's .metadata only once every rank's shards are on disk, and has every
+   file's digest (shard_saver.py: DCP's own save, or the last save's plan again);
+3. rank 0 writes the digests into checkpoint.json (fsynced), fsyncs the folder, renames it
    to step-N, points LATEST at it (one fsync of the checkpoints folder), then applies
    retention.
 """
@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -33,17 +33,16 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from scaletrain import __version__
 from scaletrain.checkpoint.file_image import FileImage, PlanChangedError
 from scaletrain.checkpoint.layout import CheckpointStore, fsync_folder
-from scaletrain.checkpoint.manifest import FileDigest, Manifest, Position
+from scaletrain.checkpoint.manifest import Manifest, Position
 from scaletrain.checkpoint.process_switches import (
     without_automatic_gc,
-    without_dcp_collectives,
     without_record_checksums,
 )
+from scaletrain.checkpoint.shard_saver import ShardSaver
 from scaletrain.checkpoint.state import local_part, storage_of
 from scaletrain.checkpoint.storage import (
     ScaletrainWriter,
@@ -151,26 +150,16 @@ def stage(
     return copy.deepcopy(state)
 
 
-def _gather(digests: dict[str, FileDigest], target: SaveTarget) -> dict[str, FileDigest]:
-    if target.world_size == 1:
-        return digests
-    gathered: list[Any] = [None] * target.world_size if target.rank == 0 else []
-    plain = {name: asdict(value) for name, value in digests.items()}
-    dist.gather_object(plain, gathered if target.rank == 0 else None, dst=0, group=target.group)
-    merged: dict[str, FileDigest] = {}
-    for part in gathered:
-        merged |= {name: FileDigest(**value) for name, value in part.items()}
-    return merged
-
-
 def write_checkpoint(
     job: SaveJob,
     target: SaveTarget,
+    shards: ShardSaver,
     *,
     image: FileImage | None = None,
     copied: Callable[[], None] = lambda: None,
 ) -> Path | None:
-    """Save `job` from every rank (a collective); return the published folder on rank 0.
+    """Save `job` from every rank (a collective) with `shards`, the run's shard saver;
+    return the published folder on rank 0.
 
     With an `image` (an asynchronous save), this rank's file is built in it, by this one
     thread, and `copied` is called once the tensors of the state are copied there.
@@ -182,13 +171,7 @@ def write_checkpoint(
     writer = ScaletrainWriter(folder, options, image=image, copied=copied)
     state = {**job.state, RANK_STATE_KEY: {str(target.rank): json.dumps(job.rank_state)}}
     with without_record_checksums(), without_automatic_gc():
-        dcp_save(
-            state,
-            storage_writer=writer,
-            process_group=target.group,
-            no_dist=without_dcp_collectives(target.world_size),
-        )
-    files = _gather(writer.fs.digests, target)
+        files = shards.save(state, writer)
     if target.rank != 0:
         return None
     Manifest(
@@ -255,6 +238,11 @@ class BackgroundWriter:
         # A synchronous save's, given back after each save. Never page-locked: registering
         # memory with the GPU driver takes time in proportion to its size, for one copy.
         self._image_once = FileImage(pin=False)
+        # Every save of the run, synchronous or not, plans with it: a save of the same layout
+        # as the last one's reuses its plan.
+        self._shards = ShardSaver(
+            rank=target.rank, world_size=target.world_size, group=target.group
+        )
         self._copied: threading.Event | None = None
         self.waited_for_copy_s = 0.0
         """Seconds optimizer steps waited for a background copy, over the run."""
@@ -289,14 +277,14 @@ class BackgroundWriter:
         given back after the save. Other states go through DCP's own writer."""
         self.wait()
         if keep_image:
-            write_checkpoint(job, self.target, image=self._image)
+            write_checkpoint(job, self.target, self._shards, image=self._image)
         elif _many_small_tensors(job.state):
             try:
-                write_checkpoint(job, self.target, image=self._image_once)
+                write_checkpoint(job, self.target, self._shards, image=self._image_once)
             finally:
                 self._image_once.release()
         else:
-            write_checkpoint(job, self.target)
+            write_checkpoint(job, self.target, self._shards)
 
     def _copy_and_write(
         self, job: SaveJob, deferred: list[Deferred], done: Callable[[], None]
@@ -307,7 +295,7 @@ class BackgroundWriter:
         for container, key, tensor in deferred:
             container[key] = tensor
         try:
-            return write_checkpoint(job, self.target, image=self._image, copied=done)
+            return write_checkpoint(job, self.target, self._shards, image=self._image, copied=done)
         except CheckpointException as error:
             reasons = [failure for failure, _ in error.failures.values()]
             if not reasons or not all(isinstance(reason, PlanChangedError) for reason in reasons):
