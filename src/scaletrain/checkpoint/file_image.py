@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import io
 import mmap
-import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any, cast
 
@@ -143,7 +143,11 @@ class FileImage:
         # The early copy's places, by the address of the tensor's data.
         self._early: dict[int, _InPlace] = {}
         self._let_go = False  # whether training may change the offered tensors before build
-        self._early_copy: threading.Thread | None = None
+        # One thread for the early copies of the whole run, started at the first: starting a
+        # thread per save made the step boundary wait until the new thread first ran (0.8 ms
+        # on average at 2 ranks on 2 cores, more when they are busy).
+        self._copier: ThreadPoolExecutor | None = None
+        self._early_copy: Future[None] | None = None
         self._early_error: BaseException | None = None
 
     def start_early_copy(
@@ -172,12 +176,11 @@ class FileImage:
             if self._let_go:
                 copied()
             return
-        self._early_copy = threading.Thread(
-            target=self._copy_early,
-            args=(early, copied if self._let_go else None),
-            name="checkpoint-copy",
+        if self._copier is None:
+            self._copier = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-copy")
+        self._early_copy = self._copier.submit(
+            self._copy_early, early, copied if self._let_go else None
         )
-        self._early_copy.start()
 
     def _copy_early(self, early: list[_InPlace], copied: Callable[[], None] | None) -> None:
         assert self._memory is not None
@@ -194,7 +197,7 @@ class FileImage:
     def wait_for_early_copy(self) -> None:
         """Block until the early copy (if any) is over; its error is raised by `build`."""
         if self._early_copy is not None:
-            self._early_copy.join()
+            self._early_copy.result()  # _copy_early keeps its error for build
             self._early_copy = None
 
     def build(
