@@ -32,6 +32,24 @@ def plain_dcp_load(folder: Path, into: Path) -> dict[str, Any]:
     return state
 
 
+def check_every_checkpoint(run_dir: Path, steps: list[int], plain: Path) -> None:
+    """Each step's checkpoint passes its manifest check and loads with plain DCP exactly as
+    the model was at that step; `.metadata` records the buffer's dtype of that step."""
+    checkpoints = run_dir / "checkpoints"
+    for step in steps:
+        folder = checkpoints / checkpoint_name(step)
+        assert verify_files(folder, Manifest.read(folder).files) == []
+        saved = plain_dcp_load(folder, plain / f"plain-{step}.pt")
+        reference = torch.load(run_dir / f"reference-{step}.pt")
+        assert saved.keys() == reference.keys()
+        for name, value in reference.items():
+            assert saved[name].dtype == value.dtype, (step, name)
+            assert torch.equal(saved[name], value), (step, name)
+        scale = FileSystemReader(folder).read_metadata().state_dict_metadata["model.scale"]
+        wanted = torch.float32 if step < 4 else torch.bfloat16
+        assert scale.properties.dtype == wanted  # type: ignore[union-attr]
+
+
 @pytest.mark.multiprocess
 def test_saves_of_one_layout_reuse_the_plan_and_stay_dcps_own_files(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
@@ -56,15 +74,18 @@ def test_saves_of_one_layout_reuse_the_plan_and_stay_dcps_own_files(tmp_path: Pa
     checkpoints = run_dir / "checkpoints"
     assert (checkpoints / "LATEST").read_text().strip() == checkpoint_name(6)
     assert not (checkpoints / checkpoint_name(5)).exists()
-    for step in (1, 2, 3, 4, 6):
-        folder = checkpoints / checkpoint_name(step)
-        assert verify_files(folder, Manifest.read(folder).files) == []
-        saved = plain_dcp_load(folder, tmp_path / f"plain-{step}.pt")
-        reference = torch.load(run_dir / f"reference-{step}.pt")
-        assert saved.keys() == reference.keys()
-        for name, value in reference.items():
-            assert saved[name].dtype == value.dtype, (step, name)
-            assert torch.equal(saved[name], value), (step, name)
-        scale = FileSystemReader(folder).read_metadata().state_dict_metadata["model.scale"]
-        wanted = torch.float32 if step < 4 else torch.bfloat16
-        assert scale.properties.dtype == wanted  # type: ignore[union-attr]
+    check_every_checkpoint(run_dir, [1, 2, 3, 4, 6], tmp_path)
+
+
+@pytest.mark.multiprocess
+def test_synchronous_saves_through_dcps_writer_reuse_the_plan_too(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = torchrun(WORKERS / "plan_reuse.py", str(run_dir), "synchronous", nproc=2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "written as a file image when synchronous: False" in result.stdout
+    counts = counts_after_each_save(result.stdout)
+    assert counts[1]["global plans"] == counts[3]["global plans"] == 1
+    assert counts[3]["DCP collectives"] == counts[1]["DCP collectives"] > 0
+    assert counts[4]["global plans"] == counts[5]["global plans"] == 2
+    assert "at the end: {'global plans': 2" in result.stdout
+    check_every_checkpoint(run_dir, [1, 2, 3, 4, 5, 6], tmp_path)

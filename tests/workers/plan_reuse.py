@@ -1,8 +1,10 @@
-"""Two ranks (torchrun, gloo, DDP) save asynchronously at every step with st.Checkpointer.
+"""Two ranks (torchrun, gloo, DDP) save at every step with st.Checkpointer: asynchronously,
+or with a second argument `synchronous`, synchronously a state of tensors of MiBs (which
+DCP's own writer writes, not a file image).
 
 Steps 1-3 keep the state's layout; before step 4 a buffer of the model becomes bfloat16
-(a new layout); the write of step 5 fails on rank 1 (`os.write` refuses its file), step 6
-saves again. Prints, on rank 0, how many global plans DCP made and how many object
+(a new layout); asynchronously, the write of step 5 fails on rank 1 (`os.write` refuses its
+file); step 6 saves again. Prints, on rank 0, how many global plans DCP made and how many object
 collectives DCP itself ran by then, after each save; every rank prints whether the failed
 save raised for it. Rank 0 also keeps each step's model state with torch.save
 (`reference-<step>.pt` in the run folder, its first argument), to compare with what plain
@@ -25,6 +27,7 @@ from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 
 import scaletrain as st
 from scaletrain.checkpoint.layout import checkpoint_name
+from scaletrain.checkpoint.writer import _many_small_tensors
 
 counts = {"global plans": 0, "DCP collectives": 0}
 
@@ -62,11 +65,17 @@ def write_unless_refused(fd: int, data: Any) -> int:
     return real_write(fd, data)
 
 
+synchronous = sys.argv[2:] == ["synchronous"]
+# Synchronously, one layer of 4 MiB: tensors of over 1 MiB on average, for DCP's writer.
+WIDTH, OUT = (1024, 1024) if synchronous else (16, 2)
+
+
 class Net(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.layers = nn.Sequential(nn.Linear(16, 16), nn.Linear(16, 2))
-        self.register_buffer("scale", torch.ones(2))
+        hidden = [] if synchronous else [nn.Linear(WIDTH, WIDTH)]
+        self.layers = nn.Sequential(*hidden, nn.Linear(WIDTH, OUT))
+        self.register_buffer("scale", torch.ones(OUT))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x) * self.scale.float()
@@ -79,12 +88,17 @@ model = st.wrap(net)
 optimizer = torch.optim.Adam(model.parameters())
 run_dir = Path(sys.argv[1])
 run_dir.mkdir(parents=True, exist_ok=True)
-if env.rank == 1:
+if env.rank == 1 and not synchronous:
     os.write = write_unless_refused
 checkpointer = st.Checkpointer(
-    model=model, optimizer=optimizer, every_steps=1, keep=10, asynchronous=True, run_dir=run_dir
+    model=model,
+    optimizer=optimizer,
+    every_steps=1,
+    keep=10,
+    asynchronous=not synchronous,
+    run_dir=run_dir,
 )
-batches = [torch.randn(4, 16) for _ in range(6)]
+batches = [torch.randn(4, WIDTH) for _ in range(6)]
 for step, batch in enumerate(checkpointer.batches(batches), start=1):
     if step == 4:
         net.register_buffer("scale", net.scale.to(torch.bfloat16))
@@ -103,4 +117,7 @@ for step, batch in enumerate(checkpointer.batches(batches), start=1):
 checkpointer.save(reason="last")
 if env.is_main:
     print(f"at the end: {counts}", flush=True)
+    # After training: the state dict of an optimizer without state would initialize it.
+    state = checkpointer._objects.state_dict()
+    print(f"written as a file image when synchronous: {_many_small_tensors(state)}", flush=True)
 st.shutdown()
