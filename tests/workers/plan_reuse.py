@@ -13,14 +13,13 @@ DCP loads from the checkpoints.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
+from dcp_calls import dcp_collectives, start_counting
 from torch import nn
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
@@ -29,30 +28,23 @@ import scaletrain as st
 from scaletrain.checkpoint.layout import checkpoint_name
 from scaletrain.checkpoint.writer import _many_small_tensors
 
-counts = {"global plans": 0, "DCP collectives": 0}
-
-
-def counted_collective(collective: Any) -> Any:
-    @functools.wraps(collective)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        caller = sys._getframe(1).f_code.co_filename
-        counts["DCP collectives"] += "torch/distributed/checkpoint/" in caller
-        return collective(*args, **kwargs)
-
-    return run
-
-
-for name in ("gather_object", "scatter_object_list", "broadcast_object_list", "all_gather_object"):
-    setattr(dist, name, counted_collective(getattr(dist, name)))
+start_counting()
+global_plans = 0
 planned = DefaultSavePlanner.create_global_plan
 
 
 def counted_plan(self: DefaultSavePlanner, plans: Any) -> Any:
-    counts["global plans"] += 1
+    global global_plans
+    global_plans += 1
     return planned(self, plans)
 
 
 DefaultSavePlanner.create_global_plan = counted_plan  # type: ignore[method-assign]
+
+
+def counts() -> dict[str, int]:
+    return {"global plans": global_plans, "DCP collectives": dcp_collectives()}
+
 
 FAILING_STEP = 5
 real_write = os.write
@@ -113,10 +105,10 @@ for step, batch in enumerate(checkpointer.batches(batches), start=1):
     except CheckpointException as error:  # a BaseException, as DCP raises it
         print(f"rank {env.rank}: the save of step {step - 1} failed: {error!r}", flush=True)
     if env.is_main:
-        print(f"saved step {step - 1}: {counts}", flush=True)
+        print(f"saved step {step - 1}: {counts()}", flush=True)
 checkpointer.save(reason="last")
 if env.is_main:
-    print(f"at the end: {counts}", flush=True)
+    print(f"at the end: {counts()}", flush=True)
     # After training: the state dict of an optimizer without state would initialize it.
     state = checkpointer._objects.state_dict()
     print(f"written as a file image when synchronous: {_many_small_tensors(state)}", flush=True)

@@ -5,35 +5,17 @@ folder is the first argument."""
 
 from __future__ import annotations
 
-import functools
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
 
 import torch
-import torch.distributed as dist
+from dcp_calls import dcp_collectives, start_counting
 from torch import nn
 
 import scaletrain as st
 
-calls_from_dcp = 0
-
-
-def counted(collective: Any) -> Any:
-    @functools.wraps(collective)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        global calls_from_dcp
-        caller = sys._getframe(1).f_code.co_filename
-        calls_from_dcp += "torch/distributed/checkpoint/" in caller
-        return collective(*args, **kwargs)
-
-    return run
-
-
-# The ones DCP's _DistWrapper gathers, scatters and broadcasts its plans with.
-for name in ("gather_object", "scatter_object_list", "broadcast_object_list", "all_gather_object"):
-    setattr(dist, name, counted(getattr(dist, name)))
+start_counting()
 
 
 def users_own_notice() -> None:
@@ -55,5 +37,5 @@ checkpointer.save(reason="synchronous")  # steps 2 (in the background) and 3 sav
 users_own_notice()
 resumed = st.Checkpointer(model=model, optimizer=optimizer, run_dir=run_dir)
 users_own_notice()  # the load has not made Python forget it
-print(f"DCP collectives: {calls_from_dcp}; resumed at step {resumed.step}", flush=True)
+print(f"DCP collectives: {dcp_collectives()}; resumed at step {resumed.step}", flush=True)
 st.shutdown()
