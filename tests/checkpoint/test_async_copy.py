@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 from torch import nn
@@ -140,3 +141,42 @@ def test_two_ranks_let_the_step_go_before_the_plan_and_give_up_a_save_whose_plan
             name for name in expected if not torch.equal(into["model"][name], expected[name])
         ]
         assert not different, f"step {step} differs from its state in {different}"
+
+
+def test_a_save_after_a_failed_asynchronous_one_holds_its_own_step(
+    single_process: st.DistEnv, tmp_path: Path
+) -> None:
+    # A user's script that catches a failed background save and saves again must get the
+    # state of the step it saves now, not what the failed save had copied early.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 64))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    ckpt = st.Checkpointer(
+        model=model,
+        optimizer=optimizer,
+        run_dir=tmp_path,
+        asynchronous=True,
+        every_steps=2,
+        every_minutes=None,
+    )
+    # A file where step 4's folder goes: that save fails before its file is built.
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "step-0000004.partial").write_text("in the way\n")
+    generator = torch.Generator().manual_seed(0)
+    for batch in ckpt.batches([torch.randn(2, 64, generator=generator) for _ in range(5)]):
+        model(batch).square().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    with pytest.raises(FileExistsError):
+        ckpt.save()  # waits for step 4's save, and gets its error
+    ckpt.save()
+
+    folder = tmp_path / "checkpoints" / "step-0000005"
+    saved = {"model": {name: torch.zeros_like(value) for name, value in model.state_dict().items()}}
+    dcp.load(saved, checkpoint_id=folder)
+    different = [
+        name
+        for name, value in model.state_dict().items()
+        if not torch.equal(saved["model"][name], value)
+    ]
+    assert not different, f"step-0000005 holds other values than step 5's in {different}"

@@ -200,6 +200,12 @@ class FileImage:
             self._early_copy.result()  # _copy_early keeps its error for build
             self._early_copy = None
 
+    def end_early_copy(self) -> None:
+        """Wait for the early copy and forget it, whatever became of its save: its bytes
+        belong to that save's build alone (one that failed before it leaves nothing behind)."""
+        self.wait_for_early_copy()
+        self._early, self._early_error, self._offered, self._let_go = {}, None, {}, False
+
     def build(
         self, items: Iterable[Any], resolve: Callable[[Any], Any]
     ) -> tuple[list[PlacedItem], memoryview]:

@@ -303,7 +303,7 @@ class BackgroundWriter:
             self._abandon(job, str(reasons[0]))
             return None
         finally:
-            self._image.wait_for_early_copy()  # when the save failed before the file's build
+            self._image.end_early_copy()  # also when the save failed before the file's build
             done()  # also when the save failed before the copy: the error comes with wait()
             for container, key, _ in deferred:
                 container[key] = None
