@@ -126,6 +126,7 @@ def throughput_round(args: argparse.Namespace, work: Path, number: int) -> dict[
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     import scaletrain as st
+    from scaletrain.checkpoint.layout import CheckpointStore
 
     env = st.current_env()
     model, optimizer = build(args)
@@ -177,8 +178,10 @@ def throughput_round(args: argparse.Namespace, work: Path, number: int) -> dict[
             target = folders[name]
             drop_from_cache(target.parent if target.is_file() else target)
         seconds["load"][name] = timed(loads[name])
+    # The checkpoint this round saved and loaded: the run keeps the newest three.
+    newest = CheckpointStore(run_dir / "checkpoints").complete()[0]
     size = {
-        "scaletrain": folder_bytes(run_dir / "checkpoints"),
+        "scaletrain": folder_bytes(newest),
         "plain DCP": folder_bytes(dcp_folder),
         "plain": share * env.world_size,
     }
