@@ -14,7 +14,10 @@ Usage in a test (the `slurm_cluster` fixture in tests/conftest.py starts one per
         assert slurm_cluster.wait_for_job(result.stdout.strip()) == "COMPLETED"
 
 `cluster.environ()` is an environment whose PATH finds sbatch, squeue, scontrol, ... as on a
-login node (small wrappers that enter n1), for code that looks the commands up itself.
+login node (small wrappers that enter n1), for code that looks the commands up itself, and
+`singularity`/`apptainer` (container.py), which jobs find there too, as on LUMI's nodes.
+`cluster.container_image` is a LUMI-shaped image for them, `cluster.container_venv` a venv
+made inside it with scaletrain (`scaletrain submit --container IMAGE --venv VENV`).
 
 Gotchas found on the way (Debian 12, Slurm 22.05, no systemd):
 - `ip netns exec` remounts /sys and slurmd then fails on cgroups: enter with
@@ -53,6 +56,7 @@ from string import Template
 
 from scaletrain.slurm import commands as slurm
 from tests.conftest import clean_environ, free_port
+from tests.support.container import ContainerImage, build_image, make_image_venv, write_commands
 from tests.support.module_stack import ModuleStack, build_module_stack, make_user_venv
 from tests.support.netns import NodeNetwork, create_network, delete_network, node_command
 
@@ -88,6 +92,8 @@ class SlurmCluster:
         self.munge_folder = munge_folder
         self._daemons: dict[str, subprocess.Popen[bytes]] = {}
         self._user_venv: Path | None = None
+        self._image: ContainerImage | None = None
+        self._container_venv: Path | None = None
 
     @property
     def user_venv(self) -> Path:
@@ -96,6 +102,26 @@ class SlurmCluster:
         if self._user_venv is None:
             self._user_venv = make_user_venv(self.modules, self.folder / "user")
         return self._user_venv
+
+    @property
+    def container_image(self) -> Path:
+        """A LUMI-shaped image (container.py: torch, no scaletrain), built on first use (about
+        a second, once per machine); jobs run it with `singularity run` as on LUMI."""
+        return self._container().path
+
+    @property
+    def container_venv(self) -> Path:
+        """A venv made inside that image with scaletrain in it (docs/site-lumi.md), made on
+        first use (a few seconds); jobs put its bin/ first with SINGULARITYENV_PREPEND_PATH."""
+        if self._container_venv is None:
+            user = self.folder / "container-user"
+            self._container_venv = make_image_venv(self._container(), user)
+        return self._container_venv
+
+    def _container(self) -> ContainerImage:
+        if self._image is None:
+            self._image = build_image()
+        return self._image
 
     @property
     def slurm_addresses(self) -> dict[str, str]:
@@ -244,6 +270,7 @@ class SlurmCluster:
                 f'exec {login} --wd="$PWD" {real} "$@"\n'
             )
             wrapper.chmod(0o755)
+        write_commands(self.bin)
 
     def _spawn(self, name: str, command: list[str]) -> None:
         with (self.folder / "log" / f"{name}.out").open("wb") as output:

@@ -41,6 +41,13 @@ def submit_options(
             "--nodes", str(nodes), "--gpus-per-node", str(per_node), *more]  # fmt: skip
 
 
+def container_options(cluster: SlurmCluster) -> list[str]:
+    """`scaletrain submit` options for a LUMI-shaped job: the cluster's image (run with the
+    stand-in `singularity run` after the bindings module) and a venv made inside it. As on
+    LUMI, the job binds only its folder and the run folder: the script must lie there."""
+    return ["--container", str(cluster.container_image), "--venv", str(cluster.container_venv)]
+
+
 def submit(
     cluster: SlurmCluster, cwd: Path, environ: dict[str, str], options: list[str], *command: str
 ) -> tuple[RunFolder, str]:
