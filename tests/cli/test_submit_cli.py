@@ -62,8 +62,40 @@ def test_job_options_change_the_script(tmp_path: Path, environ: dict[str, str]) 
     assert result.returncode == 0, result.stderr
     script = result.stdout
     assert "#SBATCH --signal=B:USR1@600\n" in script and "--max_restarts=0 \\\n" in script
-    assert "--requeue" not in script and "scontrol requeue" not in script
+    assert "#SBATCH --requeue" not in script and "scontrol requeue" not in script
     assert "diagnose.preflight" not in script
+
+
+def test_restarts_and_requeue_only_for_scripts_that_resume(
+    tmp_path: Path, environ: dict[str, str]
+) -> None:
+    """A script that never resumes would train again from the start after a restart or a
+    requeue: both are off for it unless asked for, and `submit` says so before the queue."""
+
+    def dry_run(source: str, *options: str) -> tuple[str, str]:
+        (tmp_path / "train.py").write_text(source)
+        result = scaletrain(
+            "submit", *LUMI_16, *options, "--dry-run", "train.py", cwd=tmp_path, environ=environ
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout, result.stderr
+
+    plain = "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n"
+    script, said = dry_run(plain)
+    assert "--max_restarts=0 \\\n" in script and "#SBATCH --requeue" not in script
+    assert "scontrol requeue" not in script
+    assert "  recovery      no restart after a crash, no requeue: the script shows no way" in said
+    assert "--max-restarts N and --requeue turn them on" in said
+    resumes = "import scaletrain as st\nckpt = st.Checkpointer(model=None)\n"
+    script, said = dry_run(resumes)
+    assert "--max_restarts=3 \\\n" in script and "#SBATCH --requeue\n" in script
+    assert (
+        "  recovery      up to 3 restart(s) after a crash, requeued after a stop at a "
+        "checkpoint: the script resumes (st.Checkpointer)"
+    ) in said
+    script, said = dry_run(plain, "--requeue", "--max-restarts", "2")
+    assert "--max_restarts=2 \\\n" in script and "#SBATCH --requeue\n" in script
+    assert "requeued after a stop at a checkpoint: as asked" in said
 
 
 def test_submit_takes_the_same_request_options_as_plan() -> None:
@@ -78,7 +110,7 @@ def test_submit_takes_the_same_request_options_as_plan() -> None:
     planned, submitted = options(plan), options(submit)
     assert planned.items() - {("as_json", ("--json",))} <= submitted.items()
     assert set(submitted) - set(planned) == {
-        "name", "runs_dir", "no_requeue", "max_requeues", "stop_margin", "max_restarts",
+        "name", "runs_dir", "requeue", "max_requeues", "stop_margin", "max_restarts",
         "no_check", "dry_run", "monitor_interval", "profile",
     }  # fmt: skip
 

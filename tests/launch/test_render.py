@@ -62,9 +62,10 @@ def test_every_launch_mode_has_a_template_of_its_name() -> None:
     templates = files("scaletrain.launch") / "templates"
     names = {path.name.removesuffix(".sbatch.j2") for path in templates.iterdir()}
     # job.sbatch.j2 is the skeleton around them, common.j2 their shared pieces, hang.j2 the
-    # hang watchdog's, import_check.py the job's check of its Python,
-    # environment_check.sh.j2 the same on a login node.
-    others = {"job", "common.j2", "hang.j2", "import_check.py", "environment_check.sh.j2"}
+    # hang watchdog's, import_check.py the job's check of its Python, rendezvous_store.py the
+    # store of multi-node launches, environment_check.sh.j2 the check on a login node.
+    others = {"job", "common.j2", "hang.j2", "import_check.py", "rendezvous_store.py"}
+    others |= {"environment_check.sh.j2"}
     assert names - others == set(MODES)
 
 
@@ -213,14 +214,18 @@ def test_lumi_cpu_binding_and_gcd_visibility_per_mode() -> None:
         per_gpu = mode in ("srun", "deepspeed", "lightning")
         # One task per GPU: each bound to the 7 cores nearest its GCD, in GCD order (003).
         assert (f"--cpu-bind=mask_cpu:{LUMI_MASKS}" in training) is per_gpu
-        # Only srun mode narrows each task to its own GCD; the others pick cuda:<local rank>.
-        assert ("export ROCR_VISIBLE_DEVICES=$SLURM_LOCALID" in script) is (mode == "srun")
+        # Every task sees every GCD of its node: a script picks cuda:<local rank> (see
+        # test_each_task_sees_the_gpus_its_script_expects for scripts that use cuda:0).
+        assert "VISIBLE_DEVICES" not in script
         assert 'export MIOPEN_USER_DB_PATH="/tmp/$USER-miopen-cache-$SLURM_NODEID"' in script
         for line in ("NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3", "FI_MR_CACHE_MONITOR=userfaultfd"):
             assert f"\nexport {line}\n" in script
         # GDR level PHB hangs multi-node start-up on ROCm 7 containers (LUMI-AI-Guide #97).
         assert "NCCL_NET_GDR_LEVEL" not in script
-        assert "\nexport OMP_NUM_THREADS=7\n" in script
+        # A process's 7 cores under srun; 1 where torchrun or accelerate start the node's
+        # processes, as torchrun does by itself and LUMI's images keep: cores for workers.
+        threads = 7 if per_gpu else 1
+        assert f"\nexport OMP_NUM_THREADS={threads}\n" in script
         # A missing RCCL network plugin fails the preflight instead of a warning.
         assert "\nexport SCALETRAIN_EXPECT_NET_PLUGIN=1\n" in script
         # torchrun binds each process to its GCD's NUMA node where torch can, else st.init().
@@ -229,7 +234,7 @@ def test_lumi_cpu_binding_and_gcd_visibility_per_mode() -> None:
         assert ("SCALETRAIN_CPU_MASKS=" in script) is (mode in ("torchrun", "accelerate"))
     # Part of a node: the cores are Slurm's choice, so no masks are forced on them.
     partial = render(plan_for(cluster="lumi", mode="srun", gpus=2))
-    assert "--cpu-bind" not in partial and "ROCR_VISIBLE_DEVICES" in partial
+    assert "--cpu-bind" not in partial
     nvidia = render(plan_for(cluster="puhti", mode="srun", gpus=8), monitor_interval_s=None)
     assert "MIOPEN" not in nvidia and "VISIBLE_DEVICES" not in nvidia
     # A full node of small-g is held alone: LUMI's masks work with --exclusive only.
@@ -256,7 +261,7 @@ def test_lumi_runs_the_laif_container_with_its_bindings_and_extends_them() -> No
     batch = container.index("MASTER_ADDR=$(scontrol show hostnames")
     assert batch < container.index("\nsrun ")
     # The job's Python is checked inside the container, where training runs.
-    assert 'if ! singularity run "$CONTAINER" python3 - scaletrain torch <<' in container
+    assert '\nsingularity run "$CONTAINER" python3 - need:torch tool:scaletrain <<' in container
     # Caches on /scratch, expanded when the job runs (LUMI-AI-Guide).
     assert 'export TORCH_HOME="/scratch/$SLURM_JOB_ACCOUNT/$USER/torch-cache"' in container
 
@@ -280,7 +285,7 @@ def test_a_venv_over_a_module_is_activated_after_the_load() -> None:
     script = render(plan_for(cluster="puhti", gpus=8, venv="/projappl/p/venv"))
     load = script.index("module load pytorch || ")
     activate = script.index('source "$venv/bin/activate"')
-    check = script.index("python3 - scaletrain torch <<")
+    check = script.index("python3 - need:torch tool:scaletrain <<")
     assert load < activate < check < script.index("\nsrun ")
     assert "venv=/projappl/p/venv\n" in script
     # The venv scaletrain runs from is the default, outside containers only.
@@ -359,8 +364,11 @@ def test_unconverted_scripts_get_what_their_own_launcher_gives() -> None:
             "LOCAL_WORLD_SIZE=4"
         )
         assert exports in script, mode
-    # deepspeed's launcher passes --local_rank right after the script; the preflight gets none.
-    deepspeed = render(plan_for(cluster="puhti", mode="deepspeed", gpus=8))
+    # deepspeed's launcher passes --local_rank right after the script, to a script whose
+    # parser takes it (here: as asked); the preflight gets none.
+    deepspeed = render(
+        plan_for(cluster="puhti", mode="deepspeed", gpus=8, local_rank_argument=True)
+    )
     assert 'set -- "$1" --local_rank="$SLURM_LOCALID" "${@:2}"' in deepspeed
     assert launch_lines(deepspeed)[-1].endswith('bash -c "$in_task" task train.py')
     assert launch_lines(deepspeed)[0].endswith("task -m scaletrain.diagnose.preflight")
@@ -431,7 +439,7 @@ def test_requeue_and_graceful_stop_lines() -> None:
     # A fifth of a 10-minute limit, in the whole seconds --signal takes.
     assert "#SBATCH --signal=B:USR1@120\n" in short and "((restarts < 5))" in short
     never = render(plan_for(cluster="puhti", gpus=8), requeue=False)
-    assert "--requeue" not in never and "scontrol requeue" not in never
+    assert "#SBATCH --requeue" not in never and "scontrol requeue" not in never
     assert "requeuehold" not in never and "sbatch --parsable" not in never
     assert "#SBATCH --signal=B:USR1@300" in never  # still checkpoints before the limit
     with pytest.raises(ScaletrainError) as caught:
@@ -466,7 +474,7 @@ def test_hang_watchdog_lines() -> None:
     assert '"by\\": \\"slurm\\"' in script and "DUE TO" in script
     no_requeue = render(plan_for(cluster="lumi", gpus=16), requeue=False, hang_limit_s=45)
     assert "--hang-limit 45" in no_requeue and "requeuehold" not in no_requeue
-    assert "training hung; not requeued (--no-requeue)" in no_requeue
+    assert "training hung; not requeued (requeue is off; --requeue turns it on)" in no_requeue
     off = render(plan_for(cluster="lumi", gpus=16), hang_limit_s=0)
     assert "scaletrain.launch.watchdog" not in off and "watchdog_status" not in off
     assert "export SCALETRAIN_HANG_LIMIT=0" in off  # no heartbeats either
@@ -491,7 +499,9 @@ def test_each_multi_node_launch_has_a_rendezvous_store_held_by_the_batch_shell(m
     """The launchers' exit barrier needs the store until every node has its answer
     (pytorch#69520): the batch shell starts one before each launch and stops it after."""
     script = render(plan_for(cluster="puhti", gpus=8, mode=mode))
-    assert 'python3 -m scaletrain.launch.rendezvous_store "$MASTER_ADDR" "$MASTER_PORT" &' in script
+    # With the job's own Python: the store needs torch, not scaletrain.
+    assert """python3 - "$MASTER_ADDR" "$MASTER_PORT" <<'PYTHON' &\n""" in script
+    assert "scaletrain.launch.rendezvous_store" not in script
     lines = [line.strip() for line in script.splitlines()]
     launches = [n for n, line in enumerate(lines) if re.match(r"(if ! )?srun ", line)]
     assert len(launches) == 2  # the preflight and training
@@ -576,17 +586,22 @@ def test_cpu_masks_go_to_whoever_binds_the_processes() -> None:
     }
 
 
-def test_the_jobs_python_must_import_scaletrain_where_the_job_runs_its_code() -> None:
+def test_the_jobs_python_is_asked_for_scaletrain_where_the_job_runs_its_code() -> None:
     plan = plan_for(cluster="puhti", gpus=4)
     nothing = {"preflight": False, "hang_limit_s": 0, "monitor_interval_s": None}
-    assert "\nif ! python3 - torch <<" in render(plan, **nothing)
+    # --no-check and no tool of scaletrain's: nothing to check.
+    assert "python3 - " not in render(plan, **nothing)
+    # The preflight checks torch; without scaletrain the job trains without its tools.
+    checked = render(plan, **(nothing | {"preflight": True}))
+    assert "\npython3 - need:torch tool:scaletrain <<" in checked
     for runs in (
-        {"preflight": True},  # scaletrain.diagnose.preflight
         {"hang_limit_s": 60},  # the hang watchdog
         {"monitor_interval_s": 5.0},  # the monitor's sampler
-        {"instrument": (("SCALETRAIN_MAX_STEPS", "10"),)},  # the instrumented entry
     ):
-        assert "\nif ! python3 - scaletrain torch <<" in render(plan, **(nothing | runs)), runs
+        assert "\npython3 - tool:scaletrain <<" in render(plan, **(nothing | runs)), runs
+    # Training through scaletrain's instrumented entry cannot do without it.
+    instrumented = render(plan, **(nothing | {"instrument": (("SCALETRAIN_MAX_STEPS", "10"),)}))
+    assert "\npython3 - need:scaletrain <<" in instrumented
 
 
 def test_the_environment_check_sets_up_the_jobs_software_in_your_folder() -> None:
@@ -596,7 +611,7 @@ def test_the_environment_check_sets_up_the_jobs_software_in_your_folder() -> Non
     assert "\nmodule load lumi-aif-singularity-bindings || " in check
     assert "binds=/scratch/project_465000000/me,/project/project_465000000/venv\n" in check
     assert "\nexport SINGULARITYENV_PREPEND_PATH=/project/project_465000000/venv/bin\n" in check
-    assert '\nif ! singularity run "$CONTAINER" python3 - scaletrain torch <<' in check
+    assert '\nsingularity run "$CONTAINER" python3 - need:torch tool:scaletrain <<' in check
     assert "#SBATCH" not in check and "srun" not in check  # a login node, no job
 
 

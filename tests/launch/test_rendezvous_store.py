@@ -1,7 +1,7 @@
 """The rendezvous store the batch shell holds for multi-node torchrun and accelerate launches
-(python -m scaletrain.launch.rendezvous_store): the launchers join it as clients, it outlives
-them, and it ends on SIGTERM. The 2-node jobs on the test Slurm (tests/launch/
-test_sites_on_slurm.py) run it as the generated scripts do."""
+(templates/rendezvous_store.py, run as `python3 - HOST PORT` with the job's own Python, as the
+job runs it): the launchers join it as clients, it outlives them, and it ends on SIGTERM. The
+2-node jobs on the test Slurm (tests/launch/test_sites_on_slurm.py) run it in real jobs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scaletrain.core.in_job_modules import RENDEZVOUS_STORE
+from scaletrain.launch.job_script import RENDEZVOUS_STORE, program_text
 from tests.conftest import clean_environ, free_port
 
 pytestmark = pytest.mark.multiprocess
@@ -27,14 +27,19 @@ dist.destroy_process_group()
 """
 
 
-def start_store(port: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", RENDEZVOUS_STORE, "localhost", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=clean_environ(),
-    )
+def start_store(port: int, folder: Path) -> subprocess.Popen[str]:
+    """The store as the job starts it: its program on the standard input (a here-document)."""
+    program = folder / "store-program.py"
+    program.write_text(program_text(RENDEZVOUS_STORE))
+    with program.open() as stdin:
+        return subprocess.Popen(
+            [sys.executable, "-", "localhost", str(port)],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=clean_environ(),
+        )
 
 
 def agent(script: Path, port: int, run_id: str, node: int) -> subprocess.Popen[str]:
@@ -59,12 +64,12 @@ def test_two_launches_join_the_store_as_clients_and_it_ends_on_sigterm(tmp_path:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     port = free_port()
-    store = start_store(port)
+    store = start_store(port, tmp_path)
     try:
         # Two launches in turn, as the preflight and the training: a new store for each.
         for launch in ("preflight", "training"):
             if launch == "training":
-                store = start_store(port)
+                store = start_store(port, tmp_path)
             agents = [agent(script, port, launch, node) for node in range(2)]
             outputs = [a.communicate(timeout=120)[0] for a in agents]
             assert [a.returncode for a in agents] == [0, 0], outputs
@@ -88,7 +93,7 @@ def test_a_port_in_use_is_an_error_that_says_so(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
-        store = start_store(taken.getsockname()[1])
+        store = start_store(taken.getsockname()[1], tmp_path)
         output = store.communicate(timeout=60)[0]
     assert store.returncode == 1
     assert "scaletrain: cannot hold the rendezvous store on localhost:" in output

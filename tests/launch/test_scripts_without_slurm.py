@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from scaletrain.core.run_folder import RunFolder
 from scaletrain.planning.modes import launch_modes
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
+from scaletrain.planning.script_facts import read_script_facts
 from scaletrain.runtime.launchers import detect_layout
 from tests.conftest import WORKERS, clean_environ, kill_session
 from tests.launch.test_render import HOSTILE_ARGUMENTS
@@ -36,12 +36,17 @@ PROCESSES = 2
 JOB_TIMEOUT_S = 240
 
 
-def run_without_slurm(tmp_path: Path, mode: str) -> dict[str, Any]:
-    """Render `mode`'s job for 2 CPU processes with hostile values, run it; what it did."""
+def run_without_slurm(
+    tmp_path: Path, mode: str, script_tail: str = "", accelerator: str = "cpu"
+) -> dict[str, Any]:
+    """Render `mode`'s job for 2 processes with hostile values, run it; what it did. The script
+    is the probe with `script_tail` after it (what `submit` reads in the script, never run);
+    on an `accelerator` other than cpu the processes still run on CPUs."""
     workdir = tmp_path / "project 'pwned11' $(touch pwned12)"
     workdir.mkdir()
-    shutil.copy(WORKERS / "argv_probe.py", workdir / SCRIPT_NAME)
-    hostile_site(tmp_path / "config")
+    probe = (WORKERS / "argv_probe.py").read_text()
+    (workdir / SCRIPT_NAME).write_text(f"{probe}\n{script_tail}")
+    hostile_site(tmp_path / "config", accelerator=accelerator)
     profile = load_profile("hostile", {"XDG_CONFIG_HOME": str(tmp_path / "config")})
     request = Request(
         cluster="hostile",
@@ -50,6 +55,7 @@ def run_without_slurm(tmp_path: Path, mode: str) -> dict[str, Any]:
         time="1:00:00",
         gpus=PROCESSES,
         mode=mode,
+        script_facts=read_script_facts(workdir / SCRIPT_NAME),
     )
     plan = plan_job(request, profile)
     folder = RunFolder(workdir / "runs; touch pwned13" / "mnist")
@@ -93,11 +99,20 @@ def run_without_slurm(tmp_path: Path, mode: str) -> dict[str, Any]:
     }
 
 
+# What a DeepSpeed script's parser looks like when it takes the launcher's --local_rank.
+TAKES_LOCAL_RANK = """
+def arguments():  # never called here: the parser of a DeepSpeed script (CSC's shape)
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--local_rank", type=int, default=-1)
+"""
+
+
 @pytest.mark.parametrize("mode", sorted(launch_modes()))
 def test_each_mode_runs_without_slurm_and_passes_hostile_values_as_one_word_each(
     mode: str, tmp_path: Path
 ) -> None:
-    job = run_without_slurm(tmp_path, mode)
+    job = run_without_slurm(tmp_path, mode, TAKES_LOCAL_RANK if mode == "deepspeed" else "")
     assert job["exit_code"] == 0, job["output"][-3000:]
     assert not list(tmp_path.rglob("pwned*")), "a hostile value ran as a command"
     srun_calls = [call["argv"] for call in job["calls"] if call["command"] == "srun"]
@@ -148,3 +163,50 @@ def check_ranks(mode: str, job: dict[str, Any]) -> None:
                 task["SLURM_LOCALID"],
             )
             assert (task["WORLD_SIZE"], task["LOCAL_WORLD_SIZE"]) == ("2", "2")
+
+
+# The two ways scripts choose their GPU (planning/script_launch.py), written as the LUMI AI
+# guide and seed 003 write them; never run here (the processes are CPU probes).
+SET_DEVICE_BY_LOCAL_RANK = """
+def choose_device():  # never called here
+    import torch
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+"""
+CUDA_ZERO = """
+def choose_device():  # never called here: each task sees one GPU (seed 003's select_gpu)
+    import torch
+    return torch.device("cuda:0")
+"""
+
+
+@pytest.mark.parametrize("shape", ["set_device(LOCAL_RANK)", "cuda:0"])
+def test_each_task_sees_the_gpus_its_script_expects(shape: str, tmp_path: Path) -> None:
+    """srun mode on AMD GPUs, 2 tasks on a node: the devices a task sees and the local rank it
+    is told agree with the script's way of choosing, or local rank 1 is an invalid ordinal."""
+    by_local_rank = shape == "set_device(LOCAL_RANK)"
+    tail = SET_DEVICE_BY_LOCAL_RANK if by_local_rank else CUDA_ZERO
+    job = run_without_slurm(tmp_path, "srun", tail, accelerator="amd")
+    assert job["exit_code"] == 0, job["output"][-3000:]
+    tasks = sorted((p["environ"] for p in job["processes"]), key=lambda e: e["LOCAL_RANK"])
+    assert [task["LOCAL_RANK"] for task in tasks] == ["0", "1"]
+    for task in tasks:
+        if by_local_rank:
+            # Every GCD of the node: set_device(LOCAL_RANK) finds its own.
+            assert "ROCR_VISIBLE_DEVICES" not in task
+        else:
+            # Only its own GCD, which is cuda:0 in the task.
+            assert task["ROCR_VISIBLE_DEVICES"] == task["SLURM_LOCALID"]
+
+
+def test_deepspeed_passes_no_local_rank_to_a_script_whose_parser_lacks_it(tmp_path: Path) -> None:
+    """The LUMI AI guide's DeepSpeed script: argparse with deepspeed.add_config_arguments only,
+    which stops at an unknown --local_rank (exit 2) on every rank."""
+    parser_without = """
+def arguments():  # never called here: argparse with DeepSpeed's config options only
+    import argparse
+    return argparse.ArgumentParser()
+"""
+    job = run_without_slurm(tmp_path, "deepspeed", parser_without)
+    assert job["exit_code"] == 0, job["output"][-3000:]
+    for process in job["processes"]:
+        assert process["argv"][1:] == list(HOSTILE_ARGUMENTS)

@@ -43,7 +43,7 @@ def test_lumi_sixteen_gpus_take_two_whole_standard_g_nodes() -> None:
         "SCALETRAIN_EXPECT_NET_PLUGIN": "1",
         "TORCH_HOME": "/scratch/$SLURM_JOB_ACCOUNT/$USER/torch-cache",
         "HF_HOME": "/scratch/$SLURM_JOB_ACCOUNT/$USER/hf-cache",
-        "OMP_NUM_THREADS": "7",
+        "OMP_NUM_THREADS": "1",
     }
     assert decided.expand == ("TORCH_HOME", "HF_HOME")
     assert len(decided.cpu_masks) == 8
@@ -118,7 +118,10 @@ def test_time_above_the_partition_limit() -> None:
 
 def test_cores_above_the_fair_share_warn_with_the_extra_cost() -> None:
     decided = plan(gpus=2, cpus_per_gpu=14, time="10:00:00")
-    assert decided.cpus_per_task == 28 and decided.environment["OMP_NUM_THREADS"] == "14"
+    # torchrun starts both processes in one task of 28 cores; each has 14 for its workers.
+    assert decided.cpus_per_task == 28 and decided.environment["OMP_NUM_THREADS"] == "1"
+    per_task = plan(gpus=2, cpus_per_gpu=14, time="10:00:00", mode="srun")
+    assert per_task.cpus_per_task == 14 and per_task.environment["OMP_NUM_THREADS"] == "14"
     assert decided.billing is not None and decided.billing.units_per_hour == 2
     assert decided.warnings == (
         "14 cores per GPU (fair share 7) on lumi: it adds 1 GPU-hours per hour "

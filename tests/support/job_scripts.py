@@ -50,6 +50,9 @@ def plan_for(**request: Any) -> Plan:
 def render(
     plan: Plan, folder: RunFolder = RUN_FOLDER, workdir: Path = WORKDIR, **options: Any
 ) -> str:
+    """The job script of `plan`; restarts and requeue on, as for a script that resumes (the
+    script in WORKDIR does not exist, so none would be read), unless `options` say otherwise."""
+    options = {"max_restarts": 3, "requeue": True} | options
     return render_job_script(plan, folder, JobOptions(workdir=workdir, **options))
 
 
@@ -78,11 +81,13 @@ def shellcheck(scripts: dict[str, str], folder: Path) -> str:
     return result.stdout + result.stderr
 
 
-def hostile_site(config_home: Path) -> None:
+def hostile_site(config_home: Path, accelerator: str = "cpu") -> None:
     """A user profile `hostile`: the test Slurm's (local.toml), exporting HOSTILE_VALUE, and
-    without its Lmod module: its jobs run in plain bash too, with this venv's Python."""
+    without its Lmod module: its jobs run in plain bash too, with this venv's Python. Its
+    nodes have GPUs of `accelerator` (cpu: CPU processes instead)."""
     profile = parse_toml((REPO / "src/scaletrain/clusters/profiles/local.toml").read_text())
     del profile["software"]
+    profile["node"]["accelerator"] = accelerator
     profile["environment"] = {"HOSTILE_VALUE": HOSTILE_PROFILE_VALUE}
     text = tomli_w.dumps(profile)
     folder = config_home / "scaletrain" / "clusters"

@@ -1,6 +1,7 @@
 """`scaletrain check --cluster C`: on a login node, set up the job's software as its job would
-(module lines and venv, or the container) and check that its Python imports scaletrain, torch,
-the launcher and your script's imports. Fails in seconds, naming the fix."""
+(module lines and venv, or the container) and check that its Python imports torch, the
+launcher, your script's imports and scaletrain for its own checks. Fails in seconds, naming
+the fix; a name that may be a module of yours, or scaletrain alone missing, is a warning."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pathlib import Path
 from scaletrain.cli.request_options import submitting_venv
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.core import console
-from scaletrain.launch.environment_check import required_modules
+from scaletrain.launch.environment_check import TOOLS_MISSING_STATUS, import_check
 from scaletrain.launch.job_script import render_environment_check
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
+from scaletrain.planning.script_facts import ScriptFacts, read_script_facts
 from scaletrain.planning.software import NO_VENV, SoftwareChoice
 
 # Module loads and a container's first start can take a while on a busy login node.
@@ -29,6 +31,8 @@ def check_job_environment(
     environ: dict[str, str],
 ) -> int:
     """Run the check; its exit code (0: the job's Python has everything)."""
+    workdir = Path.cwd()
+    facts = read_script_facts(workdir / script) if script else ScriptFacts()
     request = Request(
         cluster=cluster,
         script=script or "train.py",
@@ -37,22 +41,26 @@ def check_job_environment(
         nodes=1,
         mode=mode,
         software=choice,
+        script_facts=facts,
     )
     plan = plan_job(request, load_profile(cluster, environ))
-    workdir = Path.cwd()
-    modules = required_modules(plan, workdir, runs_scaletrain=True)
+    check = import_check(plan, facts, checks_script=True, runs_tools=True, instrumented=False)
     software = plan.software
     where = software.container_image or "; ".join(software.setup) or "this shell's PATH"
     packages = software.squashfs or software.venv or "no venv"
-    console.info(f"the job's Python on {cluster}: {where}, {packages}; needs {', '.join(modules)}")
+    wanted = [*check.needed, *check.perhaps_yours, *check.tools]
+    console.info(f"the job's Python on {cluster}: {where}, {packages}; needs {', '.join(wanted)}")
     result = subprocess.run(
         ["bash", "-c", render_environment_check(plan, workdir)],
         env=environ,
         timeout=_CHECK_TIMEOUT_S,
         check=False,
     )
+    if result.returncode == TOOLS_MISSING_STATUS:
+        console.warning("jobs of this software would train without scaletrain's own checks")
+        return 0
     if result.returncode == 0:
-        console.success(f"the job's Python imports {', '.join(modules)}")
+        console.success(f"the job's Python imports {', '.join([*check.needed, *check.tools])}")
     return result.returncode
 
 

@@ -133,6 +133,19 @@ def _request_parameters(
         metavar="ARG",
         help="A flag for the launcher (torchrun, accelerate; srun in per-GPU modes); repeatable.",
     ),
+    visible_gpus: str | None = typer.Option(
+        None,
+        "--visible-gpus",
+        help="srun mode: 'node' (each task sees every GPU of its node; for scripts that pick "
+        "cuda:<LOCAL_RANK>) or 'own' (only its own, as cuda:0). Default: read from the script.",
+    ),
+    local_rank_arg: str | None = typer.Option(
+        None,
+        "--local-rank-arg",
+        metavar="yes|no",
+        help="deepspeed mode: pass the script --local_rank=N, as deepspeed's launcher does. "
+        "Default: when the script's argument parser takes it.",
+    ),
     precision: str | None = typer.Option(
         None,
         "--precision",
@@ -172,6 +185,7 @@ _SHARED = inspect.signature(_request_parameters, eval_str=True).parameters
 
 # Options named for the command line, fields named for the planner.
 _FIELD_NAMES = {"memory_per_gpu": "memory_gb_per_gpu"}
+_YES_NO = {"yes": True, "no": False}
 
 
 def _precision(given: str | None) -> str | None:
@@ -223,6 +237,7 @@ def _request(ctx: typer.Context, values: dict[str, Any]) -> Request:
         launcher_args=tuple(values.pop("launcher_arg")),
         precision=precision,
     )
+    local_rank = _yes_or_no("--local-rank-arg", values.pop("local_rank_arg"))
     literal = _assignments("--env", values.pop("env"))
     expanded = _assignments("--env-expand", values.pop("env_expand"))
     fields = {_FIELD_NAMES.get(name, name): value for name, value in values.items()}
@@ -233,6 +248,7 @@ def _request(ctx: typer.Context, values: dict[str, Any]) -> Request:
         environment={**literal, **expanded},
         expand=tuple(expanded),
         model=model,
+        local_rank_argument=local_rank,
         **fields,
     )
 
@@ -250,6 +266,12 @@ def _absolute(path: str | None) -> str | None:
     if path is None or path == NO_VENV:
         return path
     return str(Path(path).expanduser().absolute())
+
+
+def _yes_or_no(option: str, given: str | None) -> bool | None:
+    if given is not None and given not in _YES_NO:
+        raise ScaletrainError(f"{option} {given!r} is not yes or no.", f"give {option} yes or no.")
+    return None if given is None else _YES_NO[given]
 
 
 def _assignments(option: str, given: list[str]) -> dict[str, str]:

@@ -29,10 +29,9 @@ from scaletrain.core.hang_report import parse_hang_limit
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.variables import PROFILE
 from scaletrain.launch.local_run import LocalRunResult
+from scaletrain.launch.script_decisions import recovery
 from scaletrain.observe.profile_spec import parse_profile
-
-# A crashed or killed rank restarts the group this many times before the run fails.
-DEFAULT_MAX_RESTARTS = 3
+from scaletrain.planning.script_facts import read_script_facts
 
 
 def run(
@@ -47,13 +46,14 @@ def run(
     ),
     name: str | None = RUN_NAME_OPTION,
     runs_dir: Path = RUNS_DIR_OPTION,
-    max_restarts: int = typer.Option(
-        DEFAULT_MAX_RESTARTS,
+    max_restarts: int | None = typer.Option(
+        None,
         "--max-restarts",
         envvar="SCALETRAIN_MAX_RESTARTS",
         help=(
-            "Restart all processes up to this many times if one fails; with a Checkpointer "
-            "they resume from the newest checkpoint. 0: fail at once."
+            "Restart all processes up to this many times if one fails; they resume from the "
+            "newest checkpoint. Default: 3 for a script that resumes (st.Checkpointer, ...), "
+            "else 0: a restart would train from the start again."
         ),
     ),
     monitor_interval: float = MONITOR_INTERVAL_OPTION,
@@ -70,10 +70,9 @@ def run(
 
     Example: [bold]scaletrain run --nproc 2 examples/mnist/train.py --epochs 3[/bold]
     """
-    if max_restarts < 0:
-        raise ScaletrainError(
-            f"--max-restarts {max_restarts} is negative.", "give --max-restarts 0 or more."
-        )
+    restarts = recovery(
+        read_script_facts(Path(script)), max_restarts=max_restarts, requeue=None
+    ).max_restarts
     args = script_arguments(ctx, script)
     started = time.time()
     spec = parse_profile(profile) if profile else None
@@ -83,7 +82,7 @@ def run(
         nproc=nproc,
         name=name,
         runs_dir=runs_dir,
-        max_restarts=max_restarts,
+        max_restarts=restarts,
         monitor_interval_s=monitor_interval or None,
         instrumented=spec is not None,
         variables={PROFILE: spec.to_text()} if spec else None,

@@ -25,7 +25,8 @@ from scaletrain.core.hang_report import parse_hang_limit
 from scaletrain.core.run_folder import RunFolder, default_run_name
 from scaletrain.core.variables import PROFILE
 from scaletrain.launch.job_script import JobOptions
-from scaletrain.launch.prepare import prepare_job
+from scaletrain.launch.prepare import PreparedJob, prepare_job
+from scaletrain.launch.script_decisions import describe_decisions
 from scaletrain.launch.shell_text import check_job_name
 from scaletrain.launch.submission import check_continuation, submit_job
 from scaletrain.observe.profile_spec import parse_profile
@@ -38,8 +39,11 @@ def submit(
     request: Request,
     name: str | None = RUN_NAME_OPTION,
     runs_dir: Path = RUNS_DIR_OPTION,
-    no_requeue: bool = typer.Option(
-        False, "--no-requeue", help="Do not requeue after a stop at a checkpoint."
+    requeue: bool | None = typer.Option(
+        None,
+        "--requeue/--no-requeue",
+        help="Requeue after a stop at a checkpoint (time limit near) or a hang. Default: when "
+        "the script resumes (st.Checkpointer, or another resume scaletrain can see).",
     ),
     max_requeues: int = typer.Option(3, "--max-requeues", help="Requeue at most this often."),
     stop_margin: int | None = typer.Option(
@@ -48,13 +52,17 @@ def submit(
         help="Seconds before the time limit to checkpoint and stop. Default: 300 (a fifth "
         "of time limits under 25 minutes).",
     ),
-    max_restarts: int = typer.Option(
-        3,
+    max_restarts: int | None = typer.Option(
+        None,
         "--max-restarts",
-        help="torchrun/accelerate: restart all processes up to this often if one fails.",
+        help="torchrun/accelerate: restart all processes up to this often if one fails. "
+        "Default: 3 when the script resumes, else 0.",
     ),
     no_check: bool = typer.Option(
-        False, "--no-check", help="Skip the preflight check that runs before training."
+        False,
+        "--no-check",
+        help="Skip the checks before training: the preflight on every rank and the check of "
+        "your script's imports.",
     ),
     hang_limit: str = HANG_LIMIT_OPTION,
     dry_run: bool = typer.Option(
@@ -77,7 +85,7 @@ def submit(
     folder = RunFolder(runs_dir / (run_name or default_run_name(request.script, datetime.now())))
     options = JobOptions(
         workdir=Path.cwd(),
-        requeue=not no_requeue,
+        requeue=requeue,
         max_requeues=max_requeues,
         stop_margin_s=stop_margin,
         max_restarts=max_restarts,
@@ -91,6 +99,7 @@ def submit(
     )
     for warning in prepared.plan.warnings:
         console.warning(warning)
+    _show_decisions(request, prepared, checks_script=not no_check)
     if dry_run:
         console.show_text(prepared.job_script)
         return
@@ -102,6 +111,17 @@ def submit(
         console.show_text(f"{job_id}\n")
     _show_submitted(folder, job_id, runs_dir)
     console.info(f"  on failure: {failure_cost(prepared.plan, options.hang_limit_s)}")
+
+
+def _show_decisions(request: Request, prepared: PreparedJob, *, checks_script: bool) -> None:
+    """What the job will do with the script, before it is queued: surprises show here."""
+    plan = prepared.plan
+    console.info(f"{plan.script} as {plan.nodes} node(s) × {plan.gpus_per_node} on {plan.cluster}:")
+    rows = describe_decisions(
+        request, plan, prepared.script_facts, prepared.recovery, checks_script=checks_script
+    )
+    for what, decided in rows:
+        console.info(f"  {what:<13} {decided}")
 
 
 def _show_submitted(folder: RunFolder, job_id: str, runs_dir: Path) -> None:

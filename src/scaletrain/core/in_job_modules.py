@@ -14,5 +14,3 @@ SAMPLER = "scaletrain.observe.sampler"
 INSTRUMENT = "scaletrain.observe.instrument"
 # The hang watchdog, run by the batch shell beside the training step.
 WATCHDOG = "scaletrain.launch.watchdog"
-# The rendezvous store of a multi-node torchrun or accelerate launch, held by the batch shell.
-RENDEZVOUS_STORE = "scaletrain.launch.rendezvous_store"

@@ -3,76 +3,75 @@ and on the login node by `scaletrain check --cluster`, with the same small progr
 
 The program (templates/import_check.py) runs in the job's own Python: after the module load
 and the venv, or inside the container. It needs nothing but the standard library, so it
-answers where scaletrain itself is missing. What it checks: scaletrain (the preflight, the
-monitor and the instrumented entry run it), the launcher's package, torch, and the top-level
-imports of your script that are neither standard library nor files beside it.
+answers where scaletrain itself is missing. What it checks, in three kinds:
+- needed: torch, the launcher's package, scaletrain where your script or the instrumented
+  entry imports it, and the known packages your script imports: the job stops without them;
+- perhaps yours: other names your script imports, which may be modules of your own that it
+  finds through sys.path (as the LUMI AI guide's scripts do): a warning, never a refusal;
+- scaletrain for its own checks (the preflight, the monitor, the hang watchdog): without it
+  in the job's Python the job trains without them and says so.
+The check searches the script's folder first, as Python does when it runs the script.
 """
 
 from __future__ import annotations
 
-import ast
-import sys
-from importlib.resources import files
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import PurePath
 
+from scaletrain.planning.modes import launch_mode
 from scaletrain.planning.plan import Plan
+from scaletrain.planning.script_facts import ScriptFacts, known_packages
 from scaletrain.planning.software import JobSoftware
 
 IMPORT_CHECK = "import_check.py"
+"""The check's program in templates/: give it KIND:NAME words as arguments."""
+# The check's exit status when only scaletrain's own tools are missing (import_check.py).
+TOOLS_MISSING_STATUS = 3
 
 
-def import_check_program() -> str:
-    """The check's Python source: give it module names as arguments."""
-    return (files("scaletrain.launch") / "templates" / IMPORT_CHECK).read_text(encoding="utf-8")
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImportCheck:
+    """What the job's Python is asked to import, by kind (see the module's docstring)."""
+
+    needed: tuple[str, ...] = ()
+    perhaps_yours: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    search_first: str | None = None
+    """The script's folder, relative to the folder the job runs in."""
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The check's arguments: KIND:NAME words (templates/import_check.py)."""
+        first = (f"path:{self.search_first}",) if self.search_first else ()
+        return (
+            *first,
+            *(f"need:{name}" for name in self.needed),
+            *(f"maybe:{name}" for name in self.perhaps_yours),
+            *(f"tool:{name}" for name in self.tools),
+        )
 
 
-def script_imports(script: Path) -> list[str]:
-    """Top-level packages the script imports at module level (not in try blocks), without the
-    standard library and modules that are files or folders beside the script."""
-    try:
-        tree = ast.parse(script.read_text(encoding="utf-8"), filename=str(script))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return []  # the job reports a broken or missing script itself
-    names: list[str] = []
-    for statement in _module_level(tree.body):
-        if isinstance(statement, ast.Import):
-            names += [alias.name.split(".")[0] for alias in statement.names]
-        elif isinstance(statement, ast.ImportFrom) and statement.level == 0 and statement.module:
-            names.append(statement.module.split(".")[0])
-    local = script.parent
-    return sorted(
-        {
-            name
-            for name in names
-            if name not in sys.stdlib_module_names
-            and name != "__future__"
-            and not (local / f"{name}.py").exists()
-            and not (local / name).is_dir()
-        }
+def import_check(
+    plan: Plan, facts: ScriptFacts, *, checks_script: bool, runs_tools: bool, instrumented: bool
+) -> ImportCheck:
+    """What the job's Python must import. `checks_script`: check torch, the launcher and the
+    script's imports (off with --no-check); `runs_tools`: the job runs scaletrain's preflight,
+    monitor or watchdog; `instrumented`: training runs through scaletrain's own entry."""
+    needs_scaletrain = instrumented or (checks_script and facts.uses_scaletrain)
+    needed: list[str] = ["scaletrain"] if needs_scaletrain else []
+    perhaps_yours: list[str] = []
+    if checks_script:
+        launcher = launch_mode(plan.mode).launcher_package
+        needed += ["torch", *([launcher] if launcher else [])]
+        needed += [name for name in facts.imports if name in known_packages()]
+        perhaps_yours = list(facts.unknown_imports)
+    folder = str(PurePath(plan.script).parent)
+    return ImportCheck(
+        needed=tuple(dict.fromkeys(needed)),
+        perhaps_yours=tuple(perhaps_yours),
+        tools=("scaletrain",) if runs_tools and not needs_scaletrain else (),
+        search_first=folder if checks_script and perhaps_yours else None,
     )
-
-
-def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
-    """Statements that run on import: the body, and `if` blocks (`if __name__ == ...`)."""
-    found: list[ast.stmt] = []
-    for statement in body:
-        found.append(statement)
-        if isinstance(statement, ast.If):
-            found += _module_level(statement.body) + _module_level(statement.orelse)
-    return found
-
-
-def required_modules(plan: Plan, workdir: Path, *, runs_scaletrain: bool) -> list[str]:
-    """What the job's Python must import, in the order a user would install it;
-    `runs_scaletrain`: the job runs scaletrain's own code (preflight, monitor, instrumented
-    entry), not only your script."""
-    from scaletrain.planning.modes import launch_mode
-
-    wanted = ["scaletrain"] if runs_scaletrain else []
-    launcher = launch_mode(plan.mode).launcher_package
-    wanted += ["torch", *([launcher] if launcher else [])]
-    wanted += script_imports(workdir / plan.script)
-    return list(dict.fromkeys(wanted))
 
 
 def fix_hint(software: JobSoftware, cluster: str) -> str:

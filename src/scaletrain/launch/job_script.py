@@ -9,10 +9,13 @@ shell_text.py); only template code is not.
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import shlex
 import textwrap
 from dataclasses import dataclass
 from functools import cache
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,13 @@ from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.hang_report import DEFAULT_HANG_LIMIT_S, HANG_EXIT_STATUS
 from scaletrain.core.job_port import JOB_PORT_BASE, JOB_PORT_SPAN
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.launch.environment_check import fix_hint, import_check_program, required_modules
+from scaletrain.launch.environment_check import (
+    IMPORT_CHECK,
+    TOOLS_MISSING_STATUS,
+    fix_hint,
+    import_check,
+)
+from scaletrain.launch.script_decisions import recovery
 from scaletrain.launch.shell_text import (
     check_job_name,
     expandable,
@@ -38,6 +47,7 @@ from scaletrain.launch.shell_text import (
 )
 from scaletrain.planning.modes import LaunchMode, launch_mode
 from scaletrain.planning.plan import Plan
+from scaletrain.planning.script_facts import read_script_facts
 from scaletrain.planning.software import SQUASHFS_MOUNT, JobSoftware
 
 # Comment lines of job scripts stay within 96 columns with their `# `.
@@ -46,6 +56,10 @@ _COMMENT_WIDTH = 94
 _DEFAULT_STOP_MARGIN_S = 300
 # torchrun binds each process to its GPU's NUMA node from this torch on (--numa-binding).
 NUMA_BINDING_TORCH = (2, 9)
+# sbatch options that name files (relative to where sbatch runs: the run folder).
+_FILE_OPTIONS = ("--output=", "--error=", "--input=")
+# The store of multi-node torchrun and accelerate launches, run with the job's own Python.
+RENDEZVOUS_STORE = "rendezvous_store.py"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -54,15 +68,17 @@ class JobOptions:
 
     workdir: Path
     """Where the job runs your command: the folder `scaletrain submit` ran in."""
-    requeue: bool = True
-    """Requeue the job after a graceful stop (time limit near, preemption)."""
+    requeue: bool | None = None
+    """Requeue the job after a graceful stop (time limit near, preemption) or a hang; None:
+    if the script resumes (launch/script_decisions.py)."""
     max_requeues: int = 3
     """Requeue only while SLURM_RESTART_COUNT is below this."""
     stop_margin_s: int | None = None
     """Seconds before the time limit at which Slurm asks the job to stop (USR1); None:
     5 minutes, or a fifth of the time limit for jobs shorter than 25 minutes."""
-    max_restarts: int = 3
-    """torchrun/accelerate restart all processes of a node group this often after a crash."""
+    max_restarts: int | None = None
+    """torchrun/accelerate restart all processes of a node group this often after a crash;
+    None: 3 if the script resumes, else 0 (launch/script_decisions.py)."""
     preflight: bool = True
     """Run the preflight check on every rank before training."""
     monitor_interval_s: float | None = 2.0
@@ -78,7 +94,7 @@ class JobOptions:
         for option, value in (
             ("--max-requeues", self.max_requeues),
             ("--stop-margin", self.stop_margin_s or 0),
-            ("--max-restarts", self.max_restarts),
+            ("--max-restarts", self.max_restarts or 0),
             ("--hang-limit", self.hang_limit_s),
         ):
             if value < 0:
@@ -128,7 +144,7 @@ def resource_options(plan: Plan) -> tuple[str, ...]:
 
 
 def sbatch_lines(
-    plan: Plan, *, job_name: str, logs: str, stop_margin_s: int, requeue: bool
+    plan: Plan, *, job_name: str, logs: str, stop_margin_s: int, requeue: bool, workdir: Path
 ) -> list[SbatchLine]:
     """Every `#SBATCH` line of a job script, in order: the one place that writes them."""
     lines = [SbatchLine(f"--job-name={job_name}")]
@@ -158,8 +174,19 @@ def sbatch_lines(
             )
         )
     for index, option in enumerate(plan.extras.sbatch):
-        lines.append(SbatchLine(option, "Yours (--sbatch)." if index == 0 else ""))
+        yours = "Yours (--sbatch)." if index == 0 else ""
+        lines.append(SbatchLine(_from_folder(option, workdir), yours))
     return lines
+
+
+def _from_folder(option: str, workdir: Path) -> str:
+    """A file option with a relative path, made absolute from the folder you submitted from:
+    sbatch would read it from the run folder, where it runs."""
+    for prefix in _FILE_OPTIONS:
+        path = option.removeprefix(prefix)
+        if path != option and path and not Path(path).is_absolute():
+            return prefix + str(workdir / path)
+    return option
 
 
 def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) -> str:
@@ -181,6 +208,11 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
     mode = launch_mode(plan.mode)  # an edited plan.toml may name a mode that does not exist
     job_name = check_job_name(plan.job_name or run_folder.name)
     run_dir, workdir = run_folder.root.absolute(), options.workdir.absolute()
+    facts = read_script_facts(workdir / plan.script)
+    recovered = recovery(facts, max_restarts=options.max_restarts, requeue=options.requeue)
+    options = dataclasses.replace(
+        options, max_restarts=recovered.max_restarts, requeue=recovered.requeue
+    )
     software = plan.software
     binds = _binds(software, workdir, run_dir)
     margin = stop_margin(plan, options)
@@ -192,7 +224,8 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
             job_name=job_name,
             logs=run_folder.logs.name,
             stop_margin_s=margin,
-            requeue=options.requeue,
+            requeue=recovered.requeue,
+            workdir=workdir,
         ),
         "version": __version__,
         "job_name": job_name,
@@ -213,7 +246,7 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
         "hang_limit": f"{options.hang_limit_s:g}",
         "hang_exit_status": HANG_EXIT_STATUS,
         "watchdog_module": in_job_modules.WATCHDOG,
-        "rendezvous_store_module": in_job_modules.RENDEZVOUS_STORE,
+        "rendezvous_store_program": program_text(RENDEZVOUS_STORE),
         "requeue_count_variable": variables.REQUEUE_COUNT,
         "run_dir_variable": variables.RUN_DIR,
         "software": software,
@@ -223,8 +256,15 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
         "expand": set(plan.expand),
         "extras": plan.extras,
         "import_check": {
-            "program": import_check_program(),
-            "modules": required_modules(plan, workdir, runs_scaletrain=_runs_scaletrain(options)),
+            "program": program_text(IMPORT_CHECK),
+            "check": import_check(
+                plan,
+                facts,
+                checks_script=options.preflight,
+                runs_tools=_runs_tools(options),
+                instrumented=bool(options.instrument),
+            ),
+            "tools_missing_status": TOOLS_MISSING_STATUS,
             "hint": fix_hint(software, plan.cluster),
         },
         "numa_binding": mode.name == "torchrun" and bool(plan.cpu_masks),
@@ -286,7 +326,9 @@ def _runtime_prefix(software: JobSoftware) -> str:
 def _environment(plan: Plan, mode: LaunchMode, options: JobOptions) -> list[tuple[str, str]]:
     """Variables exported with their values: the plan's, the mode's own, the watchdog's limit
     (the ranks pace their heartbeats by it), then those of scaletrain's instrumented entry."""
-    added = mode.environment(on_cpus=plan.accelerator == "cpu", max_restarts=options.max_restarts)
+    added = mode.environment(
+        on_cpus=plan.accelerator == "cpu", max_restarts=options.max_restarts or 0
+    )
     if plan.cpu_masks and mode.tasks_per_node == "one":
         # One task holds the node's cores: st.init() binds each process to its GPU's cores
         # where torchrun did not (no --numa-binding in this torch, or accelerate).
@@ -295,15 +337,31 @@ def _environment(plan: Plan, mode: LaunchMode, options: JobOptions) -> list[tupl
     return list((dict(plan.environment) | added | watchdog | dict(options.instrument)).items())
 
 
-def _runs_scaletrain(options: JobOptions) -> bool:
-    """The job starts scaletrain's own code: the preflight, the hang watchdog, the monitor's
-    sampler, or the instrumented entry; only then must the job's Python import scaletrain."""
-    return (
-        options.preflight
-        or bool(options.hang_limit_s)
-        or bool(options.monitor_interval_s)
-        or bool(options.instrument)
-    )
+def _runs_tools(options: JobOptions) -> bool:
+    """The job starts scaletrain's own checks beside your script: the preflight, the hang
+    watchdog or the monitor's sampler. Without scaletrain in the job's Python it leaves them out."""
+    return options.preflight or bool(options.hang_limit_s) or bool(options.monitor_interval_s)
+
+
+def program_text(name: str) -> str:
+    """A standalone program of templates/ as the job runs it (`python3 - <<'PYTHON'`): its code
+    without docstrings and comments, which explain it in its file, and without annotations,
+    which the job's Python may be too old to read (`list[str]` needs Python 3.9)."""
+    source = (files("scaletrain.launch") / "templates" / name).read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and _is_docstring(body[0]):
+            del body[0]
+        if isinstance(node, ast.FunctionDef):
+            node.returns = None
+            for argument in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
+                argument.annotation = None
+    return ast.unparse(tree)
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
 
 
 def _training_target(plan: Plan, options: JobOptions) -> Target:

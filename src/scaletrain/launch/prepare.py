@@ -17,10 +17,12 @@ from scaletrain.clusters.schema import ClusterProfile
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.job_script import JobOptions, render_job_script
+from scaletrain.launch.script_decisions import Recovery, recovery
 from scaletrain.launch.shell_text import check_job_name
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
+from scaletrain.planning.script_facts import ScriptFacts, read_script_facts
 
 # Container images that singularity/apptainer fetch themselves (docker://, library://, ...).
 _IMAGE_URI = "://"
@@ -31,6 +33,10 @@ class PreparedJob:
     plan: Plan
     job_script: str
     """The sbatch script, exactly as `submit` writes it."""
+    script_facts: ScriptFacts
+    """What the training script showed of itself, which the plan was made from."""
+    recovery: Recovery
+    """Restarts and requeue, as the job script has them."""
 
 
 def prepare_job(
@@ -41,8 +47,10 @@ def prepare_job(
     check_job_name(run_folder.name, "run name")
     check_script(request.script, options.workdir)
     _check_container_image(request.software.container_image, options.workdir)
-    plan = plan_job(request, profile)
-    return PreparedJob(plan, render_job_script(plan, run_folder, options))
+    facts = read_script_facts(options.workdir / request.script)
+    plan = plan_job(dataclasses.replace(request, script_facts=facts), profile)
+    recovered = recovery(facts, max_restarts=options.max_restarts, requeue=options.requeue)
+    return PreparedJob(plan, render_job_script(plan, run_folder, options), facts, recovered)
 
 
 def check_script(script: str, workdir: Path) -> None:

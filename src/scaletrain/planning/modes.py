@@ -32,6 +32,10 @@ class LaunchMode:
     script_variables: tuple[str, ...] = ()
     """What a script written for this mode's own launcher reads from the environment; the
     preflight checks that each is set."""
+    own_gpu_if_script_wants: bool = False
+    """Each task may be shown only its own GPU, for scripts that use cuda:0."""
+    local_rank_option: bool = False
+    """The script gets its local rank as an option when its parser takes one."""
 
     def environment(self, *, on_cpus: bool, max_restarts: int) -> dict[str, str]:
         """The variables this mode adds to a launch."""

@@ -51,7 +51,8 @@ class Plan:
     tasks_per_node: int
     cpus_per_task: int
     cpus_per_gpu: int
-    """Cores for each training process; OMP_NUM_THREADS is set to this."""
+    """Cores for each training process; OMP_NUM_THREADS is set to this where srun starts each
+    process, and to 1 where one launcher starts them all (torchrun's default)."""
     memory_gb_per_node: int | None = None
     """None: no --mem is written and the site's default applies."""
     time_seconds: int
@@ -72,6 +73,11 @@ class Plan:
     extras: JobExtras = field(default_factory=JobExtras)
     script: str
     script_args: tuple[str, ...] = ()
+    own_gpu_per_task: bool = False
+    """Each task sees only its own GPU (srun mode, for scripts that use cuda:0)."""
+    local_rank_option: str | None = None
+    """The option that gives the script its local rank (deepspeed mode: --local_rank=N),
+    or None when the script takes none."""
     account: str | None = None
     job_name: str | None = None
     global_batch_size: int | None = None

@@ -21,6 +21,7 @@ from scaletrain.planning.modes import launch_mode
 from scaletrain.planning.partitions import Shape, choose_partition, shape_for
 from scaletrain.planning.plan import BillingEstimate, Plan
 from scaletrain.planning.request import Request
+from scaletrain.planning.script_launch import Decision, local_rank_option, visible_gpus
 from scaletrain.planning.software import choose_software
 
 _SECONDS_PER_HOUR = 3600
@@ -39,6 +40,7 @@ class _PerGpu:
 def plan_job(request: Request, profile: ClusterProfile) -> Plan:
     """Decide everything a job script needs, or fail saying what to ask for instead."""
     mode = launch_mode(request.mode)
+    facts = request.script_facts
     request.extras.check_for(mode, estimating_memory=request.model is not None)
     software = choose_software(request.software, profile)
     time_seconds = parse_slurm_time(request.time)
@@ -64,7 +66,7 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
     masks = profile.node.cpu_masks if full_node else ()
     environment = {
         **profile.exported,
-        "OMP_NUM_THREADS": str(per_gpu.cores),
+        "OMP_NUM_THREADS": str(per_gpu.cores if mode.tasks_per_node == "per-gpu" else 1),
         **request.environment,
     }
     expand = tuple(name for name in profile.expanded if name not in request.environment) + tuple(
@@ -92,6 +94,8 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
         extras=request.extras,
         script=request.script,
         script_args=request.script_args,
+        own_gpu_per_task=bool(visible_gpus(mode, facts, request.visible_gpus).value),
+        local_rank_option=_option(local_rank_option(mode, facts, request.local_rank_argument)),
         account=request.account,
         job_name=request.job_name,
         global_batch_size=request.global_batch_size,
@@ -103,6 +107,10 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
     )
     memory = _model_memory(request, profile, decided, warnings)
     return dataclasses.replace(decided, **memory, warnings=tuple(warnings))
+
+
+def _option(decision: Decision) -> str | None:
+    return decision.value if isinstance(decision.value, str) else None
 
 
 def _model_memory(

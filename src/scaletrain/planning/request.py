@@ -9,6 +9,7 @@ from scaletrain.core.errors import ScaletrainError
 from scaletrain.planning.extras import JobExtras
 from scaletrain.planning.memory import ModelSize
 from scaletrain.planning.modes import DEFAULT_MODE
+from scaletrain.planning.script_facts import ScriptFacts
 from scaletrain.planning.software import SoftwareChoice
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -44,6 +45,12 @@ class Request:
     """Variables to export (over the profile's), written as given, quoted."""
     expand: tuple[str, ...] = ()
     """Names in `environment` whose values the job's shell expands ($USER, ${SLURM_JOB_ID})."""
+    script_facts: ScriptFacts = field(default_factory=ScriptFacts)
+    """What the script shows of itself (read by `submit` from the file)."""
+    visible_gpus: str | None = None
+    """'node' or 'own': which GPUs each srun task sees; None: decided from the script."""
+    local_rank_argument: bool | None = None
+    """Pass DeepSpeed's --local_rank to the script; None: when its parser takes it."""
 
     def __post_init__(self) -> None:
         counts = {

@@ -1,5 +1,7 @@
 """The rendezvous store of one multi-node torchrun or accelerate launch, held by the job's
-batch shell instead of the first node's launcher.
+batch shell instead of the first node's launcher. The job runs this file's text with the job's
+own Python (`python3 - HOST PORT`): standard library and torch only, because the site's image
+or module may have no scaletrain.
 
 torchrun's agents wait for each other when their processes have ended (the exit barrier),
 on the rendezvous store. When the first node's agent holds the store, it may exit the moment
@@ -8,26 +10,20 @@ agent then logs "Error waiting on exit barrier ... Failed to recv" after a succe
 (pytorch/pytorch#69520). Held here, the store lives until the launch has ended on every
 node; the launchers connect to it as clients (`--rdzv_conf=is_host=false`).
 
-    python3 -m scaletrain.launch.rendezvous_store HOST PORT
-
-Listens on HOST's own address, not on every interface: accelerate refuses to start on the
-first node when something listens on the port at localhost. Runs until SIGTERM or SIGINT.
+Listens on HOST's own address (IPv4 first, as torch's store client connects), not on every
+interface: accelerate refuses to start on the first node when something listens on the port
+at localhost. Runs until SIGTERM or SIGINT.
 """
 
-from __future__ import annotations
-
-import argparse
 import datetime
 import ipaddress
 import signal
 import socket
 import sys
 
-from scaletrain.runtime.network import store_address
-
 # Connections the kernel queues before the store accepts them: one per agent, with room for
 # thousands of nodes joining at once.
-_BACKLOG = 4096
+BACKLOG = 4096
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -36,20 +32,17 @@ def listening_socket(host: str, port: int) -> socket.socket:
     Where the name resolves to a loopback address here (a hosts file that maps the machine's
     own name to 127.0.1.1), the other nodes reach it by another address: then every interface.
     """
-    family, address = _own_address(host)
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    infos.sort(key=lambda info: info[0] != socket.AF_INET)
+    family, address = infos[0][0], str(infos[0][4][0])
+    if ipaddress.ip_address(address).is_loopback:
+        address = "::" if family == socket.AF_INET6 else "0.0.0.0"
     listener = socket.socket(family, socket.SOCK_STREAM)
     # The previous launch's store used this port a moment ago.
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((address, port))
-    listener.listen(_BACKLOG)
+    listener.listen(BACKLOG)
     return listener
-
-
-def _own_address(host: str) -> tuple[socket.AddressFamily, str]:
-    family, address = store_address(host)
-    if ipaddress.ip_address(address).is_loopback:
-        return family, "::" if family == socket.AF_INET6 else "0.0.0.0"
-    return family, address
 
 
 def serve(host: str, port: int) -> None:
@@ -75,19 +68,17 @@ def serve(host: str, port: int) -> None:
     del store
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python3 -m scaletrain.launch.rendezvous_store", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("host", help="the first node's name ($MASTER_ADDR)")
-    parser.add_argument("port", type=int, help="the rendezvous port ($MASTER_PORT)")
-    arguments = parser.parse_args(argv)
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or not argv[1].isdigit():
+        print("usage: python3 - HOST PORT < rendezvous_store.py", file=sys.stderr)
+        return 2
+    host, port = argv[0], int(argv[1])
     try:
-        serve(arguments.host, arguments.port)
+        serve(host, port)
     except OSError as error:
         print(
-            f"scaletrain: cannot hold the rendezvous store on {arguments.host}:{arguments.port}: "
-            f"{error}. HINT: another job on this node may use the port; submit again.",
+            f"scaletrain: cannot hold the rendezvous store on {host}:{port}: {error}. "
+            "HINT: another job on this node may use the port; submit again.",
             file=sys.stderr,
         )
         return 1
@@ -95,4 +86,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
