@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,75 @@ def test_rendering_imports_no_torch() -> None:
         cwd=Path(__file__).parents[2],
     )
     assert result.stdout.strip() == "False"
+
+
+GUIDE_SCRIPT = """
+import argparse, os, sys
+import deepspeed
+import torch
+
+sys.path.append(os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+from resources.hdf5_dataset import HDF5Dataset
+
+if __name__ == "__main__":
+    parser = deepspeed.add_config_arguments(argparse.ArgumentParser())
+    args = parser.parse_args()
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+"""
+
+
+@pytest.fixture
+def guide_job(tmp_path: Path, environ: dict[str, str]) -> Callable[..., str]:
+    """`submit --dry-run` of the LUMI AI guide's script shape with more options: the script."""
+    (tmp_path / "guide.py").write_text(GUIDE_SCRIPT)
+
+    def dry_run(*options: str) -> str:
+        result = scaletrain(
+            "submit", *LUMI_16, *options, "--dry-run", "guide.py", cwd=tmp_path, environ=environ
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    return dry_run
+
+
+def test_srun_tasks_see_every_gcd_for_a_script_that_picks_by_local_rank(
+    guide_job: Callable[..., str],
+) -> None:
+    """set_device(LOCAL_RANK) needs every GCD visible, or local rank 1 is invalid."""
+    srun = guide_job("--mode", "srun")
+    assert "ROCR_VISIBLE_DEVICES" not in srun and "LOCAL_RANK=$SLURM_LOCALID" in srun
+    own = guide_job("--mode", "srun", "--visible-gpus", "own")
+    assert "export ROCR_VISIBLE_DEVICES=$SLURM_LOCALID" in own
+
+
+def test_deepspeed_passes_no_local_rank_to_a_parser_without_it(
+    guide_job: Callable[..., str],
+) -> None:
+    """argparse with deepspeed.add_config_arguments alone stops at --local_rank (exit 2)."""
+    deepspeed = guide_job("--mode", "deepspeed")
+    assert "--local_rank" not in deepspeed
+    forced = guide_job("--mode", "deepspeed", "--local-rank-arg", "yes")
+    assert 'set -- "$1" --local_rank="$SLURM_LOCALID" "${@:2}"' in forced
+    # Its own `resources` package is on its sys.path only: a warning if missing, no refusal.
+    assert "path:. need:torch need:deepspeed maybe:resources tool:scaletrain" in deepspeed
+
+
+def test_the_rendezvous_store_needs_no_scaletrain_in_the_jobs_python(
+    guide_job: Callable[..., str],
+) -> None:
+    torchrun = guide_job()
+    assert "scaletrain.launch.rendezvous_store" not in torchrun
+    assert """python3 - "$MASTER_ADDR" "$MASTER_PORT" <<'PYTHON' &""" in torchrun
+
+
+def test_threads_under_torchrun_and_relative_sbatch_files(
+    guide_job: Callable[..., str], tmp_path: Path
+) -> None:
+    # One thread per process, as torchrun sets by itself; the cores go to DataLoader workers.
+    assert "\nexport OMP_NUM_THREADS=1\n" in guide_job()
+    assert "\nexport OMP_NUM_THREADS=7\n" in guide_job("--mode", "srun")
+    # A relative file of --sbatch is where the user typed the command, not in the run folder.
+    output = guide_job("--sbatch=--output=slurm-%j.out")
+    assert f"#SBATCH --output={tmp_path}/slurm-%j.out\n" in output
