@@ -33,7 +33,7 @@ fi
 
 if [[ ! -f $stamp || pyproject.toml -nt $stamp || requirements/dev.txt -nt $stamp ||
     requirements/deepspeed.txt -nt $stamp ]]; then
-    echo "installing scaletrain and its development tools into $venv (first time: ~2 minutes)" >&2
+    echo "installing scaletrain and its development tools into $venv (first time: a few minutes, ~6 GB)" >&2
     "$venv/bin/python" -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
     "$venv/bin/python" -m pip install --quiet -r requirements/dev.txt -e . 2>&1 | grep -v "is ignored" || true
     "$venv/bin/python" -m pip install --quiet --no-build-isolation -r requirements/deepspeed.txt 2>&1 |

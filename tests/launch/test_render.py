@@ -307,7 +307,7 @@ def test_software_choices_that_cannot_work_are_errors(tmp_path: Path) -> None:
             render(plan_for(**request))
         return caught.value
 
-    no_runtime = refusal(cluster="local", gpus=2, container_image="pytorch.sif")
+    no_runtime = refusal(cluster="local", gpus=2, stack="pytorch", container_image="pytorch.sif")
     assert no_runtime.problem == (
         "--container needs a stack that runs containers, and local's stack 'pytorch' does not."
     )

@@ -60,23 +60,35 @@ def test_a_plain_torch_distributed_script_runs_unchanged_in_every_mode(
             assert noise not in output, (mode, output)
 
 
-def test_a_job_without_the_venv_stops_before_any_task_with_the_fix(
+def test_without_the_venv_a_script_that_imports_scaletrain_stops_and_others_train(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
-    environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    options = submit_options("no-venv", "srun", 2, 2, "--venv", "none")
-    folder, job_id = submit(
-        slurm_cluster, tmp_path, environ, options, str(WORKERS / "unconverted_ddp.py")
-    )
+    """The module's Python has torch but not scaletrain: a converted script cannot run there
+    and stops before any task with the fix; an unconverted one trains without scaletrain's
+    own checks, and the job says what it left out."""
+    python = slurm_cluster.modules.python_env / "bin" / "python3"
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(probe))
+    converted = submit_options("no-venv", "srun", 2, 1, "--venv", "none")
+    stopped = submit(slurm_cluster, tmp_path, environ, converted, str(WORKERS / "hello.py"))
+    plain = submit_options("no-venv-plain", "srun", 2, 1, "--venv", "none")
+    trained = submit(slurm_cluster, tmp_path, environ, plain, str(WORKERS / "unconverted_ddp.py"))
+    folder, job_id = stopped
     state = slurm_cluster.wait_for_job(job_id)
     output = (folder.logs / f"{folder.name}-{job_id}.out").read_text()
     assert state == "FAILED", output
-    # The module's Python has torch but not scaletrain, and the job says how to add it.
-    python = slurm_cluster.modules.python_env / "bin" / "python3"
     assert f"scaletrain: the job's Python ({python}) cannot import scaletrain.\n" in output
     assert (
         "HINT: make a venv over the module once: module purge; module load pytorch; python3 -m"
         in (output)
     )
-    # Stopped in the batch shell: no task was started, nothing was trained.
-    assert "preflight" not in output and not list(tmp_path.glob("rank-*.json"))
+    # Stopped in the batch shell: no task was started.
+    assert "preflight" not in output and "hello from rank" not in output
+    output = finished(slurm_cluster, *trained)
+    assert f"scaletrain: the job's Python ({python}) has no scaletrain: your script trains " in (
+        output
+    )
+    assert "HINT: to have them, make a venv over the module once:" in output
+    assert [r["rank"] for r in reports(probe, "rank-*.json")] == [0, 1]
+    assert "Traceback" not in output

@@ -25,6 +25,8 @@ from scaletrain.planning.software import JobSoftware
 
 IMPORT_CHECK = "import_check.py"
 """The check's program in templates/: give it KIND:NAME words as arguments."""
+# What a hint tells pip to install: scaletrain is not on PyPI (README: Install on a cluster).
+_PACKAGES = "<your copy of scaletrain> <packages>"
 # The check's exit status when only scaletrain's own tools are missing (import_check.py).
 TOOLS_MISSING_STATUS = 3
 
@@ -88,25 +90,24 @@ def fix_hint(software: JobSoftware, cluster: str) -> str:
         if software.venv:
             return (
                 f"install them into {software.venv} inside the container: {run} bash -c "
-                f"'source {software.venv}/bin/activate && pip install scaletrain <packages>'."
+                f"'source {software.venv}/bin/activate && pip install {_PACKAGES}'."
             )
         return (
             f"make a venv inside the container once ({setup}; {run} python3 -m venv "
-            f"--system-site-packages venv; {run} venv/bin/pip install scaletrain <packages>), "
+            f"--system-site-packages venv; {run} venv/bin/pip install {_PACKAGES}), "
             "then submit with --venv venv (see docs/site-lumi.md)."
         )
     if software.venv:
         return (
             f"install them into {software.venv}: {setup + '; ' if setup else ''}source "
-            f"{software.venv}/bin/activate; pip install scaletrain <packages>. A venv made "
-            "without the module's Python (python3 -m venv --system-site-packages after the "
-            "load) cannot see the module's torch."
+            f"{software.venv}/bin/activate; pip install {_PACKAGES}. A venv made without the "
+            "module's Python (python3 -m venv --system-site-packages after the load) cannot "
+            "see the module's torch."
         )
     return (
         f"make a venv over the module once: {setup + '; ' if setup else ''}python3 -m venv "
         "--system-site-packages ~/venvs/train; source ~/venvs/train/bin/activate; pip install "
-        f"scaletrain <packages>; then submit from it, or give --venv "
-        f"(docs/site-{_site(cluster)}.md)."
+        f"{_PACKAGES}; then submit from it, or give --venv (docs/site-{_site(cluster)}.md)."
     )
 
 
