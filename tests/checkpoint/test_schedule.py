@@ -1,10 +1,14 @@
-"""When periodic saves happen, and settings that could never work."""
+"""When periodic saves happen, when ranks vote on saves and stops, and settings that could
+never work."""
 
 from __future__ import annotations
 
+import itertools
+import time
+
 import pytest
 
-from scaletrain.checkpoint.schedule import SavePolicy
+from scaletrain.checkpoint.schedule import Ballot, SavePolicy, StepVote
 from scaletrain.core.errors import ScaletrainError
 
 
@@ -41,3 +45,23 @@ def test_steps_and_minutes_together() -> None:
 def test_impossible_settings_are_refused(settings: dict[str, float], message: str) -> None:
     with pytest.raises(ScaletrainError, match=message):
         SavePolicy(**settings)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("first_step", [0, 6208])
+def test_votes_come_about_a_second_apart_from_any_first_step(first_step: int) -> None:
+    """A resumed run starts counting at its checkpoint's step: its votes (stop requests,
+    timed saves) must follow at the pace of its steps, as a fresh run's do, not 10,000
+    steps later because the pace was measured from step 0."""
+    vote = StepVote(None, 1, is_main=True)
+    step_seconds = 0.005
+    votes = []
+    for step in range(first_step + 1, first_step + 301):  # 1.5 s of 5 ms steps
+        time.sleep(step_seconds)
+        vote.result(step)
+        if vote.due(step):
+            vote.start(step, Ballot())
+            votes.append(step)
+    # The first boundary votes; then about one per second (~200 steps), or more often on a
+    # slow machine, where each step takes longer.
+    assert votes[0] == first_step + 1 and len(votes) >= 2, votes
+    assert max(later - earlier for earlier, later in itertools.pairwise(votes)) <= 400, votes

@@ -146,17 +146,21 @@ class StepVote:
         self._tensor: torch.Tensor | None = None
         self._work: dist.Work | None = None
         self._next_vote_step = 1  # the first boundary votes: rank 0 starts measuring there
-        self._last_vote = (0, time.monotonic())  # (step, time) of the last vote started
+        self._last_vote: tuple[int, float] | None = None  # (step, time) of the last vote
 
     def due(self, step: int) -> bool:
         """Whether this boundary (after `step`) starts a vote; the same on every rank."""
         return self._tensor is None and step >= self._next_vote_step
 
     def steps_to_next_vote(self, step: int) -> int:
-        """Rank 0's choice: about VOTE_INTERVAL_S of steps at the pace since the last vote."""
-        last_step, last_time = self._last_vote
-        now = time.monotonic()
+        """Rank 0's choice: about VOTE_INTERVAL_S of steps at the pace since the last vote; at
+        the first vote, the next step: the pace is measured from there, since a resumed run
+        starts at any step."""
+        last, now = self._last_vote, time.monotonic()
         self._last_vote = (step, now)
+        if last is None:
+            return 1
+        last_step, last_time = last
         return steps_per_interval((now - last_time) / max(1, step - last_step))
 
     def start(self, step: int, ballot: Ballot) -> None:
