@@ -25,6 +25,7 @@ from tests.checkpoint.conftest import (
     pids,
     request_stop,
     run_args,
+    wait_for,
     weights,
 )
 from tests.conftest import scaletrain
@@ -44,6 +45,9 @@ TOTAL_STEPS = 48  # 3 epochs × 16 steps
         # Slurm signals every process of the step, torchrun included: torchrun passes the
         # SIGTERM to its processes and itself exits 1 once they stopped.
         ("SIGTERM to scaletrain run", "SIGTERM"),
+        # Ctrl-C at the terminal: SIGINT to the foreground process group. It stops as
+        # SIGTERM does, not with a KeyboardInterrupt in every rank.
+        ("Ctrl-C", "SIGTERM"),
     ],
 )
 def test_a_stop_request_saves_exits_zero_and_the_same_command_resumes(
@@ -57,6 +61,8 @@ def test_a_stop_request_saves_exits_zero_and_the_same_command_resumes(
             request_stop(run)
         elif request_by == "SIGTERM to scaletrain run":
             launcher.send_signal(signal.SIGTERM)
+        elif request_by == "Ctrl-C":
+            os.killpg(launcher.pid, signal.SIGINT)  # its session's leader: the terminal's group
         else:
             os.kill((pids(run) or [])[1], getattr(signal, request_by))  # one rank only
 
@@ -78,6 +84,7 @@ def test_a_stop_request_saves_exits_zero_and_the_same_command_resumes(
     assert checkpoint in CheckpointStore(run / "checkpoints").complete()
     assert checkpoint.name == f"step-{stopped['step']:07d}"
     assert f"stopped at step {stopped['step']} ({reason}); run the same command" in first
+    assert "Traceback" not in first and "KeyboardInterrupt" not in first
     assert not (run / "logs" / "restart-1").exists()  # exit code 0: torchrun did not restart
 
     again = scaletrain(*run_args("stoppable", *OPTIONS), cwd=tmp_path)
@@ -87,3 +94,34 @@ def test_a_stop_request_saves_exits_zero_and_the_same_command_resumes(
     resumes = json_lines(run / "resumes.jsonl")
     assert [(line["step"], line["after_stop"]) for line in resumes] == [(stopped["step"], reason)]
     assert_same_weights(weights(run), reference(*OPTIONS))
+
+
+def test_ctrl_c_twice_ends_every_process_at_once(tmp_path: Path) -> None:
+    """The second Ctrl-C does not wait for the checkpoint: torchrun and every rank end now.
+    Here the first could never finish: rank 1 is stuck inside a step."""
+    run = tmp_path / "runs" / "impatient"
+    ranks: list[int] = []
+
+    def twice(run: Path, launcher: subprocess.Popen[bytes]) -> None:
+        ranks.extend(pids(run) or [])
+        os.killpg(launcher.pid, signal.SIGINT)
+        wait_for(lambda: "Ctrl-C: saving a checkpoint" in log.read_text(), what="the first")
+        os.killpg(launcher.pid, signal.SIGINT)
+
+    log = tmp_path / "impatient.log"
+    stuck = ("--sleep-rank", "1", "--sleep-at-step", "2")
+    exit_code, output = interrupted_run(
+        tmp_path,
+        "impatient",
+        *OPTIONS,
+        *stuck,
+        when=lambda run: pids(run) is not None and (run / "out" / "slept").exists(),
+        interrupt=twice,
+    )
+    assert exit_code != 0, output[-3000:]
+    assert "scaletrain: Ctrl-C again: ending every process now" in output
+    assert not (run / "stopped.json").exists()  # no stop checkpoint was waited for
+    for pid in ranks:  # ended (a zombie until the test session, their reaper, reaps it)
+        status = Path(f"/proc/{pid}/status")
+        state = status.read_text().split("State:")[1].split()[0] if status.exists() else "gone"
+        assert state in ("Z", "gone"), f"rank process {pid} is still running ({state})"

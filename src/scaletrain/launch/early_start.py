@@ -54,7 +54,7 @@ def start_torchrun_early() -> None:
     process = subprocess.Popen(
         [sys.executable, "-u", "-m", TORCHRUN_ENTRY, COMMAND_FROM_FD, str(read_end)],
         pass_fds=(read_end,),
-        preexec_fn=lambda: die_with_parent(parent, sent=signal.SIGTERM),
+        preexec_fn=lambda: _launcher_setup(parent),
     )
     os.close(read_end)
     _waiting = _WaitingLauncher(process, write_end)
@@ -86,8 +86,17 @@ def start_torchrun(
         list(command),
         env=dict(environ),
         stdout=stdout,
-        preexec_fn=lambda: die_with_parent(parent, sent=signal.SIGTERM),
+        preexec_fn=lambda: _launcher_setup(parent),
     )
+
+
+def _launcher_setup(parent: int) -> None:
+    """In the launcher's process before it starts: SIGTERM when `parent` ends, and a process
+    group of its own, so that Ctrl-C at the terminal reaches `scaletrain run` alone, which
+    then stops the run as SIGTERM does (torchrun would pass SIGINT on: KeyboardInterrupt in
+    every rank, no checkpoint)."""
+    die_with_parent(parent, sent=signal.SIGTERM)
+    os.setpgid(0, 0)
 
 
 def receive_command(pipe_fd: int) -> list[str] | None:

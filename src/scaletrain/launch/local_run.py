@@ -6,6 +6,7 @@ builds its command line, prepares the run folder and records how the run ended.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import importlib.util
 import json
@@ -262,10 +263,30 @@ def run_local(
         command, {**os.environ, **variables}, stdout=sys.stderr if output_to_stderr else None
     )
 
+    interrupts = 0
+
     def forward(signum: int, _frame: FrameType | None) -> None:
         child.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        """Ctrl-C stops as SIGTERM does (a checkpoint, then the same command resumes); a
+        second one ends every process at once."""
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            _say_now(
+                "scaletrain: Ctrl-C: saving a checkpoint and stopping (a script without a "
+                "Checkpointer just stops); Ctrl-C again ends every process at once"
+            )
+            child.send_signal(signal.SIGTERM)
+        else:
+            _say_now("scaletrain: Ctrl-C again: ending every process now")
+            end_at_once(folder, child)
+
+    previous = {
+        signal.SIGINT: signal.signal(signal.SIGINT, interrupt),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, forward),
+    }
     watchdog = _Watchdog(folder, launch.hang_limit_s, child)
     try:
         exit_code = child.wait()
@@ -282,6 +303,19 @@ def run_local(
     record |= {"finished": _now(), "exit_code": exit_code, "duration_s": round(duration, 3)}
     folder.run_record.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return LocalRunResult(exit_code=exit_code, duration_s=duration, hang=hang)
+
+
+def end_at_once(folder: RunFolder, launcher: subprocess.Popen[bytes]) -> None:
+    """torchrun first (it would restart the processes), then every training process."""
+    launcher.kill()
+    for beat in read_beats(folder).values():
+        if runs_here(beat):
+            with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                os.kill(beat.pid, signal.SIGKILL)
+
+
+def _say_now(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 class _Watchdog:
@@ -310,11 +344,7 @@ class _Watchdog:
             log.write(line + "\n")
 
     def _end_run(self, _report: HangReport) -> None:
-        """torchrun first (it would restart the processes), then every training process."""
-        self._child.kill()
-        for beat in read_beats(self._folder).values():
-            if runs_here(beat):
-                os.kill(beat.pid, signal.SIGKILL)
+        end_at_once(self._folder, self._child)
 
     def stop(self) -> None:
         self._stop.set()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 import sys
 
+from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.distributed.run import parse_args, run
 
@@ -44,4 +45,9 @@ if __name__ == "__main__":
     if sys.argv[1:2] == [COMMAND_FROM_FD]:
         arguments = receive_command(int(sys.argv[2]))
     if arguments is not None:
-        main(arguments)
+        try:
+            main(arguments)
+        except SignalException as stopped:
+            # torchrun stops its processes on SIGTERM (a stop, Ctrl-C), then raises this:
+            # what they did is the run's to say, not a traceback of torchrun's.
+            sys.exit(128 + stopped.sigval)
