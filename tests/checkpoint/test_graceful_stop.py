@@ -123,5 +123,6 @@ def test_ctrl_c_twice_ends_every_process_at_once(tmp_path: Path) -> None:
     assert not (run / "stopped.json").exists()  # no stop checkpoint was waited for
     for pid in ranks:  # ended (a zombie until the test session, their reaper, reaps it)
         status = Path(f"/proc/{pid}/status")
-        state = status.read_text().split("State:")[1].split()[0] if status.exists() else "gone"
+        text = status.read_text(encoding="utf-8") if status.exists() else "State: gone"
+        state = text.split("State:")[1].split()[0]
         assert state in ("Z", "gone"), f"rank process {pid} is still running ({state})"
