@@ -110,7 +110,7 @@ def test_inputs_from_variables() -> None:
         {"SCALETRAIN_EXPECTED_CPU_MASKS": "fe,fe00", "SCALETRAIN_MIN_FREE_GB": "50"}
     )
     assert inputs.expected_cpu_masks == (0xFE, 0xFE00)
-    assert inputs.min_free_bytes == 50 * 10**9 and inputs.rendezvous_timeout_s == 10
+    assert inputs.min_free_bytes == 50 * 10**9 and inputs.rendezvous_timeout_s == 600
 
 
 def test_open_files_limit_against_the_sockets_of_512_ranks() -> None:

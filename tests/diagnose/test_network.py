@@ -64,8 +64,7 @@ def test_unreachable_rendezvous_fails_in_seconds_with_the_fix(namespace: str) ->
     # Rank 0 must listen on MASTER_ADDR, which is not its own address.
     assert f"MASTER_ADDR resolves to {NOBODY}, which is not an address of" in rank0
     # Rank 1 tries to connect and gets no answer.
-    assert f"{NOBODY}:" in rank1 and "did not accept a connection within 3 s" in rank1
-    assert "no answer" in rank1
+    assert f"{NOBODY}:" in rank1 and "gave no answer within 3 s (packets dropped" in rank1
     for output in (rank0, rank1):
         assert "fix: set MASTER_ADDR to the first host of the job" in output
         assert "Traceback" not in output

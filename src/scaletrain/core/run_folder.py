@@ -86,6 +86,12 @@ class RunFolder:
         return self.root / "report"
 
     @property
+    def preflight_start(self) -> Path:
+        """Rank 0's start of its preflight (where, since when, and what it is doing), read by
+        the ranks that wait for it to listen."""
+        return self.report / "preflight-rank0.json"
+
+    @property
     def stop_request(self) -> Path:
         """Written by a job script's signal trap (time limit soon, preemption) or by the user:
         the training processes save a checkpoint at the next step boundary and stop."""

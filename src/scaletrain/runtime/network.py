@@ -157,11 +157,17 @@ def agent_hosts_store(environ: Mapping[str, str]) -> bool:
 
 
 def wait_until_listening(
-    host: str, port: int, timeout_s: float, pause_s: float = _LISTEN_POLL_S
+    host: str,
+    port: int,
+    timeout_s: float,
+    pause_s: float = _LISTEN_POLL_S,
+    *,
+    silence_s: float | None = None,
 ) -> OSError | None:
     """Return None once host:port accepts TCP connections; else why not: the refusal still
-    met at the deadline (nothing listens), a TimeoutError (no answer at all), or at once any
-    other error, which waiting does not cure (unreachable, unresolvable).
+    met at the deadline (nothing listens), a TimeoutError (no answer at all: after
+    `silence_s` of it, when given), or at once any other error, which waiting does not cure
+    (unreachable, unresolvable).
 
     torch's store client waits 0.25-0.75 s after a refused connection, then 1.5 times as long
     after each next one (c10d's ExponentialBackoffWithJitter: 500 ms, jitter 0.5), so a rank
@@ -172,12 +178,14 @@ def wait_until_listening(
     last: OSError = TimeoutError(f"no connection within {timeout_s:g} s")
     while (left := deadline - time.monotonic()) > 0:
         try:
-            with socket.create_connection((host, port), timeout=left):
+            with socket.create_connection((host, port), timeout=min(left, silence_s or left)):
                 return None
         except ConnectionRefusedError as refused:
             last = refused
             time.sleep(min(pause_s, max(deadline - time.monotonic(), 0)))
         except TimeoutError as silence:
+            if silence_s is not None:
+                return silence
             last = silence
         except OSError as lasting:
             return lasting

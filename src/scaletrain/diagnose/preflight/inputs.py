@@ -25,6 +25,9 @@ MIN_FREE_GB = variable_table()[variables.MIN_FREE_GB]
 RENDEZVOUS_TIMEOUT = variable_table()[variables.RENDEZVOUS_TIMEOUT]
 EXPECT_NET_PLUGIN = variable_table()[variables.EXPECT_NET_PLUGIN]
 SCRIPT_VARIABLES = variable_table()[variables.SCRIPT_VARIABLES]
+# How long ranks wait for rank 0 to listen: as long as torchrun waits for its nodes to join
+# (its rendezvous join_timeout); rank 0 may spend minutes importing torch from a busy file system.
+DEFAULT_RENDEZVOUS_TIMEOUT_S = 600.0
 INPUTS = (
     EXPECTED_CPU_MASKS,
     EXPECTED_GPUS_PER_NODE,
@@ -44,7 +47,7 @@ class PreflightInputs:
     expected_gpus_per_node: int | None = None
     dataloader_workers: int | None = None
     min_free_bytes: int = 10**9
-    rendezvous_timeout_s: float = 10.0
+    rendezvous_timeout_s: float = DEFAULT_RENDEZVOUS_TIMEOUT_S
     expect_net_plugin: bool = False
     nccl_socket_ifname: str = ""
     gloo_socket_ifname: str = ""
@@ -93,7 +96,7 @@ def read_inputs(values: Mapping[str, str]) -> PreflightInputs:
         expected_gpus_per_node=None if gpus is None else int(gpus),
         dataloader_workers=None if workers is None else int(workers),
         min_free_bytes=int((1.0 if free_gb is None else free_gb) * 10**9),
-        rendezvous_timeout_s=10.0 if timeout is None else max(timeout, 0.5),
+        rendezvous_timeout_s=DEFAULT_RENDEZVOUS_TIMEOUT_S if timeout is None else max(timeout, 0.5),
         expect_net_plugin=values.get(EXPECT_NET_PLUGIN.name, "0") not in ("", "0", "no"),
         nccl_socket_ifname=values.get("NCCL_SOCKET_IFNAME", ""),
         gloo_socket_ifname=values.get("GLOO_SOCKET_IFNAME", ""),

@@ -53,7 +53,12 @@ from scaletrain.diagnose.preflight.local_checks import (
     check_socket_interfaces,
     check_threads,
 )
-from scaletrain.diagnose.preflight.rendezvous import check_rendezvous
+from scaletrain.diagnose.preflight.rendezvous import (
+    IMPORTING,
+    JOINING,
+    check_rendezvous,
+    note_rank0,
+)
 from scaletrain.diagnose.preflight.report import (
     PREFLIGHT_JSON,
     preflight_record,
@@ -63,6 +68,7 @@ from scaletrain.diagnose.preflight.report import (
 )
 from scaletrain.diagnose.preflight.results import CheckResult, RankFacts, RankReport, fail
 from scaletrain.runtime.layout import ProcessLayout, cpus_per_process
+from scaletrain.runtime.network import agent_hosts_store
 
 
 def _local_checks(
@@ -165,28 +171,33 @@ def run_preflight(
     if layout is None:
         show_rank_alone(console.notes(), host, [launcher])
         return 1
+    folder = RunFolder.from_environ(environ)
+    root = folder.root if folder else None
     early = [
         launcher,
         check_script_variables(environ, inputs.script_variables, layout),
-        check_rendezvous(layout, environ, inputs.rendezvous_timeout_s),
+        check_rendezvous(layout, environ, inputs.rendezvous_timeout_s, folder),
     ]
     who = f"rank {layout.rank} ({host})"
     if early[-1].failed:
         show_rank_alone(console.notes(), who, early)
         return 1
+    hosts_store = layout.rank == 0 and layout.world_size > 1 and not agent_hosts_store(environ)
+    if hosts_store:
+        note_rank0(folder, environ, IMPORTING)
 
     import torch
 
     from scaletrain.runtime.process_group import all_gather_objects, init, shutdown
 
-    folder = RunFolder.from_environ(environ)
-    root = folder.root if folder else None
     results, facts = _local_checks(layout, environ, inputs, root, early)
     backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
     nccl_folder = None
     if "nccl" in backend:
         nccl_folder = Path(tempfile.mkdtemp(prefix="scaletrain-nccl-"))
         os.environ.update(nccl_debug_variables(environ, nccl_folder))
+    if hosts_store:
+        note_rank0(folder, environ, JOINING)
     try:
         init(
             device=facts.torch_device,
