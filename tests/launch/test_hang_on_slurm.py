@@ -23,16 +23,18 @@ from scaletrain.core.hang_report import read_hang_report
 from scaletrain.core.rank_files import read_beats
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.slurm.history import read_job_events
-from tests.checkpoint.conftest import RESUMABLE
 from tests.conftest import WORKERS, end_session, scaletrain, start_scaletrain
 from tests.support.netns import set_link
 from tests.support.slurm_cluster import SlurmCluster, running_cluster
 from tests.support.slurm_jobs import JOB_TIMEOUT_S, finished, job_environ, submit, submit_options
 
+# The resumable worker itself: `submit` reads its st.Checkpointer, so the run resumes.
+RESUMABLE = WORKERS / "resumable.py"
+
 pytestmark = [pytest.mark.slurm, pytest.mark.multiprocess]
 
 SLEEP_LINE = "resumable.py:{} in sleep_inside_step".format(
-    RESUMABLE.read_text().splitlines().index("        time.sleep(seconds)") + 1
+    (WORKERS / "resumable.py").read_text().splitlines().index("        time.sleep(seconds)") + 1
 )
 GRACEFUL_STOP = WORKERS / "graceful_stop.py"
 # The resumable worker paced at 50 ms per step, a checkpoint every 10 steps.
@@ -256,3 +258,33 @@ def test_a_requeue_after_a_node_failure_is_recorded(
     )
     doctor = scaletrain("doctor", str(folder.root), cwd=tmp_path, environ=environ)
     assert "node-failure: Slurm declared a node of the job failed" in doctor.stdout
+
+
+def test_a_hang_in_a_partition_without_spare_nodes_requeues_on_the_same_nodes(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """Two nodes, both needed: leaving out the blamed one would keep the job pending for
+    ever (BadConstraints). It is requeued on the same nodes instead, says so, and resumes."""
+    environ = job_environ(slurm_cluster, tmp_path)
+    options = submit_options("spareless", "srun", 2, 1, "--no-check", "--hang-limit", "15")
+    args = worker(
+        "spareless", *PACED, "--epochs", "3", "--sleep-rank", "1", "--sleep-at-step", "15"
+    )
+    folder, job_id = submit(slurm_cluster, tmp_path, environ, options, *args)
+    wait_until(
+        lambda: len(read_job_events(folder)) == 2, "the job to requeue itself", slurm_cluster
+    )
+    output = finished(slurm_cluster, folder, job_id)
+    assert (
+        "scaletrain: partition debug has 2 nodes: this 2-node job could never run again "
+        "without 'n2', so it keeps them"
+    ) in output
+    first, second = read_job_events(folder)
+    assert (first.event, second.event, second.job_id) == ("submitted", "requeued", job_id)
+    assert second.details == {"restart_count": 1, "reason": "hang", "excluded": "", "kept": "n2"}
+    status = json.loads(
+        scaletrain("status", "--json", "spareless", cwd=tmp_path, environ=environ).stdout
+    )
+    assert (status["state"], status["excluded_nodes"]) == ("COMPLETED", "")
+    (resume,) = records(folder.resumes)
+    assert resume["step"] == 10 and resume["slurm_restart_count"] == 1

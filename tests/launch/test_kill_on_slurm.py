@@ -19,10 +19,13 @@ from pathlib import Path
 import pytest
 
 from scaletrain.core.rank_files import read_beats
-from tests.checkpoint.conftest import RESUMABLE
+from tests.conftest import WORKERS
 from tests.support.run_processes import left_after, parent_of, run_processes
 from tests.support.slurm_cluster import SlurmCluster
 from tests.support.slurm_jobs import JOB_TIMEOUT_S, finished, job_environ, submit, submit_options
+
+# The resumable worker itself: `submit` reads its st.Checkpointer, so the run resumes.
+RESUMABLE = WORKERS / "resumable.py"
 
 pytestmark = [pytest.mark.slurm, pytest.mark.multiprocess]
 

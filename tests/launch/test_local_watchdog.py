@@ -11,14 +11,17 @@ import pytest
 
 from scaletrain.core.hang_report import HANG_EXIT_STATUS, read_hang_report
 from scaletrain.core.run_folder import RunFolder
-from tests.checkpoint.conftest import RESUMABLE, wait_for
-from tests.conftest import clean_environ, end_session, scaletrain, start_scaletrain
+from tests.checkpoint.conftest import wait_for
+from tests.conftest import WORKERS, clean_environ, end_session, scaletrain, start_scaletrain
+
+# The resumable worker itself: `submit` reads its st.Checkpointer, so the run resumes.
+RESUMABLE = WORKERS / "resumable.py"
 
 pytestmark = pytest.mark.multiprocess
 
 # Where a rank of resumable.py sleeps inside a step, as the watchdog names it.
 SLEEP_LINE = "resumable.py:{} in sleep_inside_step".format(
-    RESUMABLE.read_text().splitlines().index("        time.sleep(seconds)") + 1
+    (WORKERS / "resumable.py").read_text().splitlines().index("        time.sleep(seconds)") + 1
 )
 
 
