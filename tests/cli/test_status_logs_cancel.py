@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,14 @@ from tests.conftest import SLURM_SCRIPTS, WORKERS, clean_environ, scaletrain
 from tests.support.slurm_cluster import SlurmCluster
 
 
-def running_job(cluster: SlurmCluster, runs: Path, name: str, script: str) -> tuple[RunFolder, str]:
+def running_job(
+    cluster: SlurmCluster, runs: Path, name: str, script: str, **extra: str
+) -> tuple[RunFolder, str]:
     """What `scaletrain submit` will do (run folder, sbatch from it, jobs.jsonl), then wait
-    until the job runs."""
+    until the job runs; `extra` is exported to the job."""
     folder = RunFolder(runs / name).create()
     environ = cluster.environ(
-        PYTHON=sys.executable, WORKERS=str(WORKERS), SCALETRAIN_RUN_DIR=str(folder.root)
+        PYTHON=sys.executable, WORKERS=str(WORKERS), SCALETRAIN_RUN_DIR=str(folder.root), **extra
     )
     job_id = slurm.submit(SLURM_SCRIPTS / script, cwd=folder.root, environ=environ)
     record_job_event(folder, "submitted", job_id)
@@ -31,6 +34,13 @@ def running_job(cluster: SlurmCluster, runs: Path, name: str, script: str) -> tu
         assert time.monotonic() < deadline, f"job {job_id} stays {info.state}\n{cluster.logs()}"
         time.sleep(0.2)
     return folder, job_id
+
+
+def wait_for(condition: Callable[[], bool], seconds: float, cluster: SlurmCluster) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, cluster.logs()
+        time.sleep(0.2)
 
 
 def said(result: subprocess.CompletedProcess[str]) -> str:
@@ -162,3 +172,68 @@ def test_logs_follow_a_job_through_its_requeue(slurm_cluster: SlurmCluster, tmp_
     assert stdout.rstrip().endswith("all steps done") and "COMPLETED" in stderr
     status = json.loads(scaletrain("status", "--json", cwd=tmp_path, environ=environ).stdout)
     assert (status["state"], status["restarts"]) == ("COMPLETED", 1)
+
+
+# Stands in for scontrol, earlier on PATH: once armed, its first call hangs for 90 s (longer
+# than scaletrain waits for any Slurm command) and its second fails as scontrol does while
+# the controller is down; every other call is the real scontrol's. One process, so the
+# caller's timeout ends all of it.
+_SLOW_SCONTROL = """\
+#!{python}
+import os, sys, time
+from pathlib import Path
+folder = Path({folder!r})
+if (folder / "armed").exists():
+    calls = folder / "calls"
+    calls.write_text(calls.read_text() + "x" if calls.exists() else "x")
+    if calls.read_text() == "x":
+        (folder / "hanging").touch()
+        time.sleep(90)
+    elif calls.read_text() == "xx":
+        sys.exit("slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
+os.execv({real!r}, [{real!r}, *sys.argv[1:]])
+"""
+
+
+@pytest.mark.slurm
+def test_logs_follow_rides_out_a_slow_then_absent_controller(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """A busy controller: one `scontrol show job` hangs past scaletrain's limit for a Slurm
+    command, the next finds no controller. Following goes on, says so, and ends with the job."""
+    stand_in = tmp_path / "slow-slurm"
+    stand_in.mkdir()
+    scontrol = stand_in / "scontrol"
+    real = str(slurm_cluster.bin / "scontrol")
+    scontrol.write_text(
+        _SLOW_SCONTROL.format(python=sys.executable, folder=str(stand_in), real=real)
+    )
+    scontrol.chmod(0o755)
+    _, job_id = running_job(slurm_cluster, tmp_path / "runs", "busy", "ticking.sbatch", TICKS="85")
+    environ = slurm_cluster.environ()
+    environ["PATH"] = f"{stand_in}:{environ['PATH']}"
+    command = [str(Path(sys.executable).with_name("scaletrain")), "logs", "-f", "busy"]
+    followed, said_file = tmp_path / "followed.out", tmp_path / "followed.err"
+    with (
+        followed.open("w") as stdout,
+        said_file.open("w") as stderr,
+        subprocess.Popen(
+            command, cwd=tmp_path, env=environ, stdout=stdout, stderr=stderr
+        ) as follower,
+    ):
+        wait_for(lambda: "tick 3\n" in followed.read_text(), 60, slurm_cluster)
+        (stand_in / "armed").touch()
+        wait_for(lambda: (stand_in / "hanging").exists(), 10, slurm_cluster)
+        ticks_then = followed.read_text().count("tick ")
+        wait_for(lambda: "Slurm slow, still following" in said_file.read_text(), 20, slurm_cluster)
+        # While scontrol hangs, the job's output keeps coming.
+        wait_for(lambda: followed.read_text().count("tick ") >= ticks_then + 5, 20, slurm_cluster)
+        assert follower.wait(timeout=120) == 0, said_file.read_text()
+    told = " ".join(said_file.read_text().split())
+    assert "did not answer within 60 s" in told
+    assert "Unable to contact slurm controller" in told
+    assert "Slurm answers again" in told
+    assert told.endswith(f"job {job_id} of run busy: COMPLETED")
+    lines = followed.read_text().splitlines()
+    assert lines == [f"tick {n}" for n in range(1, 86)] + ["all ticks done"]
+    assert (stand_in / "calls").read_text().startswith("xxx")  # it did ask again, for real

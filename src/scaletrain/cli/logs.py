@@ -49,6 +49,8 @@ def logs(
             write=console.show_text,
             on_waiting=_show_waiting,
             on_quiet=_SilenceNotice(folder, notice_after),
+            on_slow=_show_slow,
+            on_answer_again=lambda: console.info("Slurm answers again"),
         )
         state = final.state_with_reason if final else "no longer known to Slurm"
         console.info(f"job {job_id} of run {folder.name}: {state}")
@@ -94,6 +96,10 @@ class _SilenceNotice:
             f"no output for {format_duration(quiet_s)}{last}. "
             f"`scaletrain stacks {self._folder.name}` shows where each rank is."
         )
+
+
+def _show_slow(why: str) -> None:
+    console.warning(f"Slurm slow, still following: {why} (Ctrl-C stops following, not the job)")
 
 
 def _show_waiting(info: JobInfo) -> None:

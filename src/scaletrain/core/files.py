@@ -7,6 +7,7 @@ become a ScaletrainError here instead of a traceback.
 
 from __future__ import annotations
 
+import codecs
 import errno
 from pathlib import Path
 
@@ -59,3 +60,30 @@ def read_text(path: Path, what: str, *, errors: str = "strict", hint: str | None
         if error.filename is None:
             error.filename = str(path)
         raise os_problem(error, what) from None
+
+
+class FileTail:
+    """What was appended to a growing log since the last look (`logs -f`).
+
+    A different path (a requeued job's new file, a restart's folder) or a file that shrank
+    (rewritten from the start) is read from its beginning. A character cut in two by a
+    look is shown whole by the next one.
+    """
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+        self._position = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def new_text(self, path: Path | None) -> str:
+        """The text added to `path` since the last call; '' for None or a missing file."""
+        if path is None or not path.is_file():
+            return ""
+        if path != self._path or path.stat().st_size < self._position:
+            self._path, self._position = path, 0
+            self._decoder.reset()
+        with path.open("rb") as file:
+            file.seek(self._position)
+            data = file.read()
+        self._position += len(data)
+        return self._decoder.decode(data)

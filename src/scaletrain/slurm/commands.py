@@ -37,6 +37,13 @@ else:
 
 # A busy controller answers within seconds; a minute means it is down or unreachable.
 COMMAND_TIMEOUT_S = 60
+# What Slurm's commands print when the controller is down, restarting or too busy to answer:
+# the same question may well get an answer a minute later.
+_UNAVAILABLE_MESSAGES = (
+    "Unable to contact slurm controller",
+    "Socket timed out on send/recv operation",
+    "Zero Bytes were transmitted or received",
+)
 
 
 class SlurmCommandError(ScaletrainError):
@@ -49,6 +56,10 @@ class SlurmCommandError(ScaletrainError):
             f"`{shlex.join(command)}` failed (exit code {exit_code}): {message}",
             _hint_for(self.stderr),
         )
+
+
+class SlurmUnavailableError(ScaletrainError):
+    """The controller did not answer in time or could not be reached: worth asking again."""
 
 
 def run_command(
@@ -74,12 +85,15 @@ def run_command(
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise ScaletrainError(
+        raise SlurmUnavailableError(
             f"`{shlex.join([command, *args])}` did not answer within {timeout_s:.0f} s.",
             "the Slurm controller is busy or unreachable; try again in a minute.",
         ) from None
     if result.returncode != 0:
-        raise SlurmCommandError([command, *args], result.returncode, result.stderr)
+        failure = SlurmCommandError([command, *args], result.returncode, result.stderr)
+        if any(message.lower() in failure.stderr.lower() for message in _UNAVAILABLE_MESSAGES):
+            raise SlurmUnavailableError(failure.problem, failure.hint)
+        raise failure
     return result.stdout
 
 
