@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from scaletrain.checkpoint.direct_file import ALIGNMENT, DirectFile
+from scaletrain.checkpoint.direct.direct_file import ALIGNMENT, DirectFile
 from scaletrain.checkpoint.manifest import crc32
 
 

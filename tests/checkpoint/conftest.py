@@ -1,4 +1,5 @@
-"""Helpers for the fault tests: the resumable worker, its weights, uninterrupted references."""
+"""Helpers for the checkpoint tests: the resumable worker on each storage, its weights,
+uninterrupted references, saves in one process."""
 
 from __future__ import annotations
 
@@ -14,21 +15,29 @@ from typing import Any
 import pytest
 import torch
 
-from scaletrain.checkpoint.file_image import FileImage
 from scaletrain.checkpoint.layout import CheckpointStore
 from scaletrain.checkpoint.manifest import Position
-from scaletrain.checkpoint.shard_saver import ShardSaver
 from scaletrain.checkpoint.state import capture_rank_state
+from scaletrain.checkpoint.storage import STORAGES, StorageName, open_storage
 from scaletrain.checkpoint.writer import SaveJob, SaveTarget, write_checkpoint
 from tests.conftest import WORKERS, end_session, kill_session, scaletrain, start_scaletrain
 
-RESUMABLE = WORKERS / "resumable.py"
+# The resumable worker (resumable.py) with a choice of storage: `--storage NAME`.
+RESUMABLE = WORKERS / "resumable_on_storage.py"
 # Polling interval (s) while a test waits for a run to reach a point.
 POLL_S = 0.02
 
 
+@pytest.fixture(params=STORAGES)
+def storage(request: pytest.FixtureRequest) -> StorageName:
+    """Each storage a Checkpointer can use: the tests that take it run on both."""
+    name: StorageName = request.param
+    return name
+
+
 def run_args(name: str, *worker_args: str, nproc: int = 2, restarts: int = 0) -> list[str]:
-    """`scaletrain run` of the resumable worker; its files go to runs/<name>/out."""
+    """`scaletrain run` of the resumable worker; its files go to runs/<name>/out. Its
+    `--storage` (default "dcp") is one of `worker_args`."""
     return [
         "run",
         "--nproc",
@@ -168,17 +177,10 @@ def job_of(model_state: dict[str, torch.Tensor], step: int = 5) -> SaveJob:
     )
 
 
-def save_alone(
-    root: Path,
-    state: dict[str, torch.Tensor],
-    cores: int,
-    *,
-    step: int = 5,
-    image: FileImage | None = None,
-) -> Path:
-    """Save `state` in one process (with an `image`: as an asynchronous save writes it)."""
-    target = target_alone(root, cores)
-    shards = ShardSaver(rank=0, world_size=1, group=None)
-    published = write_checkpoint(job_of(state, step), target, shards, image=image)
+def save_alone(root: Path, state: dict[str, torch.Tensor], *, storage: str, step: int = 5) -> Path:
+    """Save `state` synchronously in one process on `storage`."""
+    target = target_alone(root)
+    chosen = open_storage(storage, target, pin=False, asynchronous=False)
+    published = write_checkpoint(job_of(state, step), target, chosen)
     assert published is not None
     return published

@@ -78,7 +78,7 @@ def newest_intact(store: CheckpointStore) -> Path | None:
 
 @pytest.mark.timeout(600)  # 21 starts of 2 processes: ~100 s on a busy 2-core machine
 def test_killing_the_job_during_saves_never_loses_the_newest_complete_checkpoint(
-    tmp_path: Path, reference: Callable[..., dict[str, torch.Tensor]]
+    tmp_path: Path, reference: Callable[..., dict[str, torch.Tensor]], storage: str
 ) -> None:
     run = tmp_path / "runs" / "kills"
     store = CheckpointStore(run / "checkpoints")
@@ -89,7 +89,7 @@ def test_killing_the_job_during_saves_never_loses_the_newest_complete_checkpoint
         mode = ("--asynchronous",) if trial % 2 else ()
         for pid_file in (run / "out" / "pids").glob("*.pid"):
             pid_file.unlink()
-        ranks = start_ranks(run, *OPTIONS, *mode)
+        ranks = start_ranks(run, *OPTIONS, *mode, "--storage", storage)
         try:
             wait_for(lambda: pids(run) is not None, what=f"attempt {trial} to resume")
             time.sleep(chance.uniform(0, KILL_WITHIN_S))
@@ -107,7 +107,7 @@ def test_killing_the_job_during_saves_never_loses_the_newest_complete_checkpoint
             assert newest is not None and step_of(newest) >= step_of(expected)  # type: ignore[operator]
         expected = newest
 
-    ranks = start_ranks(run, *OPTIONS)
+    ranks = start_ranks(run, *OPTIONS, "--storage", storage)
     try:
         assert [rank.wait(timeout=PROCESS_TIMEOUT_S) for rank in ranks] == [0, 0]
     finally:

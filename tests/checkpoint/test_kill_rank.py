@@ -23,7 +23,7 @@ pytestmark = pytest.mark.multiprocess
 
 
 def test_a_killed_rank_restarts_the_group_and_the_run_ends_bit_identical(
-    tmp_path: Path, reference: Callable[..., dict[str, torch.Tensor]]
+    tmp_path: Path, reference: Callable[..., dict[str, torch.Tensor]], storage: str
 ) -> None:
     run = tmp_path / "runs" / "killed"
     # One DataLoader worker per rank: batches are prefetched, the position must still be
@@ -42,6 +42,8 @@ def test_a_killed_rank_restarts_the_group_and_the_run_ends_bit_identical(
         tmp_path,
         "killed",
         *options,
+        "--storage",
+        storage,
         when=lambda run: (run / "checkpoints/step-0000010").is_dir(),  # two checkpoints
         interrupt=kill_rank_one,
         restarts=3,

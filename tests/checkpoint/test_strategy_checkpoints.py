@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from scaletrain.checkpoint.export import export_model, read_model
+from scaletrain.checkpoint.storage import STORAGES
 from tests.conftest import REPO, WORKERS, scaletrain, torchrun
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.long]
@@ -86,22 +87,29 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def on_storage(options: dict[str, Any], storage: str) -> dict[str, Any]:
+    """`options` with the Checkpointer on `storage`."""
+    return options | {"checkpointer": options.get("checkpointer", {}) | {"storage": storage}}
+
+
+@pytest.mark.parametrize("storage", STORAGES)
 @pytest.mark.parametrize("name", ROUND_TRIPS)
 def test_resume_at_another_world_size_continues_the_curve_and_exports(
-    runs: Path, name: str
+    runs: Path, name: str, storage: str
 ) -> None:
     (before, options_before), (after, options_after) = ROUND_TRIPS[name]
-    train(runs / name, before, options_before, epochs=1)
-    resumed = train(runs / name, after, options_after, epochs=2)
+    run = f"{name}-{storage}"
+    train(runs / run, before, on_storage(options_before, storage), epochs=1)
+    resumed = train(runs / run, after, on_storage(options_after, storage), epochs=2)
     # The save at the end of the epoch records the next epoch; one every 2 steps, made at the
     # epoch's last step, records that epoch with all its batches done.
     epoch = 0 if "checkpointer" in options_before else 1
     assert f"(step 4, epoch {epoch}, saved by {before} process(es), now {after})" in resumed
     reference = losses(runs / "uninterrupted")
-    assert len(losses(runs / name)) == len(reference) == 2 * STEPS_PER_EPOCH
-    assert losses(runs / name) == pytest.approx(reference, rel=RTOL)
+    assert len(losses(runs / run)) == len(reference) == 2 * STEPS_PER_EPOCH
+    assert losses(runs / run) == pytest.approx(reference, rel=RTOL)
 
-    exported, expected = export(runs, name), export(runs, "uninterrupted")
+    exported, expected = export(runs, run), export(runs, "uninterrupted")
     assert exported.keys() == expected.keys()
     for key, tensor in expected.items():
         assert exported[key].shape == tensor.shape, key  # DeepSpeed's flat slices reshaped
@@ -120,7 +128,7 @@ REFUSED_MOVES: dict[str, tuple[str, int, dict[str, Any], str, str]] = {
         "resume this run with strategy='ddp', 'fsdp' or 'hsdp'",
     ),
     "zero1-3-to-fsdp-2": (
-        "zero2-2-to-zero1-3",
+        "zero2-2-to-zero1-3-dcp",
         2,
         {"strategy": "fsdp"},
         "saved by DeepSpeed ZeRO (strategy zero1, zero2 or zero3), and this run trains with DDP",
@@ -157,9 +165,9 @@ def test_export_names_the_checkpoints_there_are(runs: Path) -> None:
 
 
 def test_export_command_writes_one_file_beside_the_run(runs: Path) -> None:
-    result = scaletrain("export", "--runs-dir", str(runs), "zero1-3-to-zero3-2", cwd=REPO)
+    result = scaletrain("export", "--runs-dir", str(runs), "zero1-3-to-zero3-2-dcp", cwd=REPO)
     assert result.returncode == 0, result.stderr
-    path = runs / "zero1-3-to-zero3-2" / "export" / "model-step-0000008.pt"
+    path = runs / "zero1-3-to-zero3-2-dcp" / "export" / "model-step-0000008.pt"
     assert result.stdout == f"{path}\n"  # for scripts; people read the line on stderr
     assert "21 tensors, 4,368 values" in result.stderr
     assert "assuming the intent is to" not in result.stderr  # DCP's single-process notice
@@ -167,7 +175,7 @@ def test_export_command_writes_one_file_beside_the_run(runs: Path) -> None:
     for key, tensor in export(runs, "uninterrupted").items():
         torch.testing.assert_close(weights[key], tensor, rtol=RTOL, atol=ATOL)
     as_json = scaletrain(
-        "export", "--runs-dir", str(runs), "zero1-3-to-zero3-2", "--json", cwd=REPO
+        "export", "--runs-dir", str(runs), "zero1-3-to-zero3-2-dcp", "--json", cwd=REPO
     )
     assert as_json.returncode == 0, as_json.stderr
     record = json.loads(as_json.stdout)

@@ -40,8 +40,10 @@ def saved_model(checkpoint: Path) -> dict[str, torch.Tensor]:
     return model
 
 
-def test_four_processes_save_mid_epoch_and_two_resume_without_a_jump(tmp_path: Path) -> None:
-    options = ("--every-steps", "4", "--stop-check-seconds", "0.05")
+def test_four_processes_save_mid_epoch_and_two_resume_without_a_jump(
+    tmp_path: Path, storage: str
+) -> None:
+    options = ("--every-steps", "4", "--stop-check-seconds", "0.05", "--storage", storage)
     exit_code, four = interrupted_run(
         tmp_path,
         "resized",

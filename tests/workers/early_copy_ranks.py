@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 import scaletrain as st
+from scaletrain.checkpoint.direct.storage import DirectStorage
 from scaletrain.checkpoint.layout import CheckpointStore
 from scaletrain.checkpoint.manifest import Position
 from scaletrain.checkpoint.state import capture_rank_state
@@ -29,18 +30,16 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--out", type=Path, required=True)
 args = parser.parse_args()
 env = st.init()
-writer = BackgroundWriter(
-    SaveTarget(
-        store=CheckpointStore(args.out / "checkpoints"),
-        rank=env.rank,
-        world_size=env.world_size,
-        group=None,
-        keep=10,
-        device=torch.device("cpu"),
-        cores=1,
-    ),
-    pin_staging=False,
+target = SaveTarget(
+    store=CheckpointStore(args.out / "checkpoints"),
+    rank=env.rank,
+    world_size=env.world_size,
+    group=None,
+    keep=10,
+    device=torch.device("cpu"),
+    cores=1,
 )
+writer = BackgroundWriter(target, DirectStorage(target, pin=False, asynchronous=True))
 torch.manual_seed(0)  # the same tensors on both ranks, as DDP keeps them
 stepped = {f"weight{i}": torch.randn(256, 256) for i in range(4)}
 later = frozenset(tensor.data_ptr() for tensor in stepped.values())

@@ -1,6 +1,6 @@
-"""Two ranks (torchrun, gloo, DDP) save at every step with st.Checkpointer: asynchronously,
-or with a second argument `synchronous`, synchronously a state of tensors of MiBs (which
-DCP's own writer writes, not a file image).
+"""Two ranks (torchrun, gloo, DDP) save at every step with st.Checkpointer on the direct
+storage: asynchronously, or with a second argument `synchronous`, synchronously a state of
+tensors of MiBs (which DCP's own writer writes, not a file image).
 
 Steps 1-3 keep the state's layout; before step 4 a buffer of the model becomes bfloat16
 (a new layout); asynchronously, the write of step 5 fails on rank 1 (`os.write` refuses its
@@ -25,8 +25,8 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 
 import scaletrain as st
+from scaletrain.checkpoint.direct.storage import many_small_tensors
 from scaletrain.checkpoint.layout import checkpoint_name
-from scaletrain.checkpoint.writer import _many_small_tensors
 
 start_counting()
 global_plans = 0
@@ -88,6 +88,7 @@ checkpointer = st.Checkpointer(
     every_steps=1,
     keep=10,
     asynchronous=not synchronous,
+    storage="direct",
     run_dir=run_dir,
 )
 batches = [torch.randn(4, WIDTH) for _ in range(6)]
@@ -111,5 +112,5 @@ if env.is_main:
     print(f"at the end: {counts()}", flush=True)
     # After training: the state dict of an optimizer without state would initialize it.
     state = checkpointer._objects.state_dict()
-    print(f"written as a file image when synchronous: {_many_small_tensors(state)}", flush=True)
+    print(f"written as a file image when synchronous: {many_small_tensors(state)}", flush=True)
 st.shutdown()

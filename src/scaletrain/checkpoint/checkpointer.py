@@ -42,6 +42,7 @@ from scaletrain.checkpoint.state import (
     saved_loader_generator,
 )
 from scaletrain.checkpoint.stop import StopRequests, TrainingStopped
+from scaletrain.checkpoint.storage import StorageName, open_storage
 from scaletrain.checkpoint.writer import BackgroundWriter, SaveJob, SaveTarget
 from scaletrain.core.run_folder import DEFAULT_RUNS_DIR, RunFolder, default_run_name
 from scaletrain.runtime import heartbeat
@@ -64,9 +65,10 @@ def _bookkeeping_groups(
     default group serves it when that is gloo; NCCL would need a GPU tensor and a GPU sync.
     A background writer runs its collectives from another thread, where sharing a group
     with the main thread could interleave differently on different ranks: it gets a group
-    of its own. None means the default group.
+    of its own (DCP's `async_save` needs a CPU one, even in a world of one). None means the
+    default group.
     """
-    if env.world_size == 1:
+    if env.world_size == 1 and env.backend == "gloo":
         return None, None
     side = None if env.backend == "gloo" else new_group(backend="gloo")
     writer = new_group(backend="gloo") if asynchronous else side
@@ -88,6 +90,7 @@ class Checkpointer:
         keep: int = 3,
         asynchronous: bool = False,
         pin_staging: bool = True,
+        storage: StorageName = "dcp",
         enabled: bool = True,
         run_dir: str | Path | None = None,
         stop_check_seconds: float = 5.0,
@@ -100,9 +103,10 @@ class Checkpointer:
         "auto": as often as keeps saving at about 2% of the time, measured), it saves
         when a stop is requested (SIGTERM, SIGUSR1, the stop-requested file; checked every
         `stop_check_seconds` s) and when training ends. `asynchronous=True` writes periodic
-        checkpoints in the background after a copy to CPU memory, page-locked unless
-        `pin_staging=False` (see docs/checkpoints.md, "Memory"). With `enabled=False` nothing
-        is saved or resumed and the loops behave like plain loops.
+        checkpoints in the background after a copy to CPU memory, page-locked where a GPU is
+        unless `pin_staging=False`. `storage` chooses how files are written and read: "dcp",
+        DCP's public API, or the opt-in "direct" (see docs/checkpoints.md). With
+        `enabled=False` nothing is saved or resumed and the loops behave like plain loops.
         """
         self.enabled = enabled
         self.step = 0
@@ -136,10 +140,17 @@ class Checkpointer:
             device=self._env.device,
             cores=self._env.cpu_count,
         )
-        self._writer = BackgroundWriter(self._target, pin_staging=pin_staging)
-        # Asynchronous saves copy what only optimizer steps change in the background, and
-        # the next step waits for that copy (writer.py), where every step can be hooked.
-        self._copy_in_background = asynchronous and self._objects.steps_can_be_hooked
+        self._writer = BackgroundWriter(
+            self._target,
+            open_storage(storage, self._target, pin=pin_staging, asynchronous=asynchronous),
+        )
+        # Asynchronous saves of a storage that copies what only optimizer steps change in
+        # the background make the next step wait for that copy, where every step is hooked.
+        self._copy_in_background = (
+            asynchronous
+            and self._writer.storage.copies_in_background
+            and self._objects.steps_can_be_hooked
+        )
         if self._copy_in_background:
             for each in optimizers:
                 each.register_step_pre_hook(self._writer.before_step)
@@ -187,7 +198,7 @@ class Checkpointer:
             # Before any rank can write: rank 0's broadcast in load_newest waits for this.
             self._target.store.remove_unfinished()
             previous_stop = stop.clear_stop_files(self._folder)
-        resumed = load_newest(self._objects, self._target)
+        resumed = load_newest(self._objects, self._target, self._writer.storage)
         if resumed is not None:
             self._continue_from(resumed, previous_stop)
 
@@ -327,7 +338,7 @@ class Checkpointer:
             rank_state=capture_rank_state(self._env.device, epoch_start),
         )
         if blocking:
-            self._writer.write_now(job, keep_image=self._asynchronous)
+            self._writer.write_now(job)
         else:
             in_background = self._copy_in_background
             later = self._objects.changed_only_by_steps() if in_background else frozenset()

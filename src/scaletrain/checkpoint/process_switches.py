@@ -25,20 +25,27 @@ class _ProcessSwitch:
         self._users = 0
         self._previous = True
 
-    @contextmanager
-    def off(self) -> Iterator[None]:
+    def hold_off(self) -> None:
+        """Switch it off until as many `release` calls (from any thread) as `hold_off` ones."""
         with self._lock:
             if self._users == 0:
                 self._previous = self._read()
                 self._write(False)
             self._users += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0:
+                self._write(self._previous)
+
+    @contextmanager
+    def off(self) -> Iterator[None]:
+        self.hold_off()
         try:
             yield
         finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0:
-                    self._write(self._previous)
+            self.release()
 
 
 def _switch_gc(on: bool) -> None:
@@ -61,7 +68,8 @@ without_record_checksums = _ProcessSwitch(
 # save's CPU. What a save allocates is freed by reference counting once it ends; garbage in
 # cycles waits until then. Training frameworks switch it off for whole runs (torchtitan's
 # gc_freq, Megatron's manual_gc); here only while a save or a load runs.
-without_automatic_gc = _ProcessSwitch(gc.isenabled, _switch_gc).off
+automatic_gc = _ProcessSwitch(gc.isenabled, _switch_gc)
+without_automatic_gc = automatic_gc.off
 
 # DCP warns at every save or load run without its collectives that it "assumes the intent
 # is to save in a single process". scaletrain runs them so in a world of one, where the

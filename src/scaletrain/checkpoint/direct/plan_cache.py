@@ -1,4 +1,4 @@
-"""Save every rank's shards with DCP; a save whose layout is the last one's reuses its plan.
+"""The direct storage's plan cache: a save whose layout is the last one's reuses its plan.
 
 DCP plans every save anew: each rank makes its local plan, rank 0 gathers them, removes the
 duplicates of replicated tensors, makes the global plan and the metadata, scatters the
@@ -36,9 +36,10 @@ from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from torch.distributed.checkpoint.stateful import Stateful
 from torch.distributed.checkpoint.storage import WriteResult
 
+from scaletrain.checkpoint.dcp_storage import gather_digests
+from scaletrain.checkpoint.direct.writer import DirectWriter
 from scaletrain.checkpoint.manifest import FileDigest
 from scaletrain.checkpoint.process_switches import without_dcp_collectives
-from scaletrain.checkpoint.storage import ScaletrainWriter
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,7 +74,7 @@ class _RememberingPlanner(DefaultSavePlanner):
         return self.central
 
 
-class ShardSaver:
+class PlanCache:
     """Saves the shards of one run's checkpoints, remembering the last plan that worked."""
 
     def __init__(self, *, rank: int, world_size: int, group: dist.ProcessGroup | None) -> None:
@@ -82,7 +83,7 @@ class ShardSaver:
         self._group = group
         self._last: _Plan | None = None
 
-    def save(self, state: dict[str, Any], writer: ScaletrainWriter) -> dict[str, FileDigest]:
+    def save(self, state: dict[str, Any], writer: DirectWriter) -> dict[str, FileDigest]:
         """Write this rank's shards of `state` with `writer` (a collective); return every
         rank's file digests on rank 0, this rank's elsewhere."""
         planner, unchanged = self._plan_again(state, writer)
@@ -104,10 +105,12 @@ class ShardSaver:
             central=remembering.central,
             metadata=remembering.global_metadata,
         )
-        return self._gather_digests(writer.fs.digests)
+        return gather_digests(
+            writer.fs.digests, rank=self._rank, world_size=self._world_size, group=self._group
+        )
 
     def _plan_again(
-        self, state: dict[str, Any], writer: ScaletrainWriter
+        self, state: dict[str, Any], writer: DirectWriter
     ) -> tuple[DefaultSavePlanner | None, bool]:
         """This rank's local plan for `state`, and whether it is the last save's."""
         # DCP calls state_dict() on Stateful values first; a state with any is planned by DCP.
@@ -132,7 +135,7 @@ class ShardSaver:
         return bool(vote.item())
 
     def _write_as_before(
-        self, planner: DefaultSavePlanner, writer: ScaletrainWriter, last: _Plan
+        self, planner: DefaultSavePlanner, writer: DirectWriter, last: _Plan
     ) -> dict[str, FileDigest]:
         """Write with the last save's plan; rank 0 writes DCP's `.metadata` from it."""
         is_coordinator = self._rank == 0
@@ -169,20 +172,6 @@ class ShardSaver:
         gathered: list[Any] = [None] * self._world_size
         dist.all_gather_object(gathered, value, group=self._group)
         return gathered
-
-    def _gather_digests(self, digests: dict[str, FileDigest]) -> dict[str, FileDigest]:
-        """Every rank's file digests, on rank 0 (after DCP's own save)."""
-        if self._world_size == 1:
-            return digests
-        gathered: list[Any] = [None] * self._world_size if self._rank == 0 else []
-        plain = {name: asdict(value) for name, value in digests.items()}
-        dist.gather_object(plain, gathered if self._rank == 0 else None, dst=0, group=self._group)
-        if self._rank != 0:
-            return digests
-        merged: dict[str, FileDigest] = {}
-        for part in gathered:
-            merged |= {name: FileDigest(**value) for name, value in part.items()}
-        return merged
 
 
 def _failure(error: Exception) -> tuple[BaseException, traceback.StackSummary]:

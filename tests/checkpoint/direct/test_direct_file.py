@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from scaletrain.checkpoint.direct_file import ALIGNMENT, CHUNK_BYTES, DirectFile
+from scaletrain.checkpoint.direct.direct_file import ALIGNMENT, CHUNK_BYTES, DirectFile
+from tests.conftest import REPO
 
 
 def takes_direct_io(folder: Path) -> bool:
@@ -73,7 +74,7 @@ def test_the_file_holds_exactly_the_bytes_written(
 FALLBACK_CHECK = """
 import sys
 from pathlib import Path
-from tests.checkpoint.test_direct_file import takes_direct_io, write_in_pieces
+from tests.checkpoint.direct.test_direct_file import takes_direct_io, write_in_pieces
 folder = Path(sys.argv[1])
 assert not takes_direct_io(folder), "ramfs took O_DIRECT"
 written, direct = write_in_pieces(folder / "shard.distcp", [5_000, 8 * 1024 * 1024 + 1], {0})
@@ -98,7 +99,7 @@ def test_a_file_system_without_direct_io_gets_a_buffered_file(tmp_path: Path) ->
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=REPO,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "buffered, exact"

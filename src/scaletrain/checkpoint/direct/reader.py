@@ -26,15 +26,18 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 import torch
-from torch.distributed._shard._utils import narrow_tensor_by_index
-from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
-from torch.distributed.checkpoint.utils import _create_file_view
 from torch.futures import Future
 
+from scaletrain.checkpoint.direct.torch_private import (
+    StorageInfo,
+    data_offset,
+    item_view,
+    narrow_tensor_by_index,
+)
 from scaletrain.checkpoint.manifest import FileDigest, checksum_problem, crc32, digest
 from scaletrain.checkpoint.safe_load import SafeFileSystemReader
 
@@ -55,22 +58,15 @@ class _StoredTensor:
     """dtype, shape, strides and storage offset, on the meta device."""
 
 
-def _stored_tensor(file: IO[bytes], info: _StorageInfo) -> _StoredTensor:
+def _stored_tensor(file: IO[bytes], info: StorageInfo) -> _StoredTensor:
     """Parse one DCP item (a torch.save of one tensor) without reading its data."""
-    # DCP's view of the item reads from the file's position: made here, used at once.
-    item = cast(IO[bytes], _create_file_view(cast(io.IOBase, file), info.offset, info.length))
+    item = item_view(file, info)  # reads from the file's position: made here, used at once
     meta = torch.load(item, map_location="meta", weights_only=True)
     item.seek(0)
-    reader = torch._C.PyTorchFileReader(item)
-    records = [name for name in reader.get_all_records() if name.startswith("data/")]
+    offset, records = data_offset(item)
     if not isinstance(meta, torch.Tensor) or len(records) != 1:
         raise ValueError(f"a stored tensor with {len(records)} storage records")
-    return _StoredTensor(
-        # torch.load(mmap=True) uses it too; torch's stubs do not list it.
-        data_offset=reader.get_record_offset(records[0]),  # type: ignore[attr-defined]
-        nbytes=meta.untyped_storage().nbytes(),
-        meta=meta,
-    )
+    return _StoredTensor(data_offset=offset, nbytes=meta.untyped_storage().nbytes(), meta=meta)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +91,7 @@ class _ParsedItems:
     def __init__(self) -> None:
         self._by_length: dict[int, list[_ParsedItem]] = {}
 
-    def parse(self, file: io.FileIO, info: _StorageInfo) -> _StoredTensor:
+    def parse(self, file: io.FileIO, info: StorageInfo) -> _StoredTensor:
         known = self._by_length.setdefault(info.length, [])
         for item in known:
             tail_at = info.offset + info.length - len(item.tail)
@@ -117,7 +113,7 @@ def _bytes_at(file: io.FileIO, offset: int, size: int) -> bytes:
     return os.pread(file.fileno(), size, offset)
 
 
-def _ask_for_headers(file: io.FileIO, items: list[_StorageInfo]) -> None:
+def _ask_for_headers(file: io.FileIO, items: list[StorageInfo]) -> None:
     """Have the kernel read every item's two ends now, all at once (torch's zip reader needs
     the head and the central directory at the tail): one wait for all instead of two small
     reads from the disk per tensor (measured: 0.25-0.64 ms instead of 0.8-1.3 ms a tensor)."""
@@ -185,7 +181,7 @@ class VerifyingReader(SafeFileSystemReader):
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         per_file: dict[str, list[ReadItem]] = {name: [] for name in self._verify}
         for request in plan.items:
-            info: _StorageInfo = self.storage_data[request.storage_index]
+            info: StorageInfo = self.storage_data[request.storage_index]
             per_file.setdefault(info.relative_path, []).append(request)
         for name, requests in sorted(per_file.items()):
             self._read_file(name, requests, planner)
@@ -225,7 +221,7 @@ class VerifyingReader(SafeFileSystemReader):
         for commit in deferred:
             commit()
 
-    def _by_offset(self, requests: list[ReadItem]) -> list[tuple[_StorageInfo, list[ReadItem]]]:
+    def _by_offset(self, requests: list[ReadItem]) -> list[tuple[StorageInfo, list[ReadItem]]]:
         """The stored items the requests need, in file order, each with its requests."""
         items: dict[Any, list[ReadItem]] = {}
         for request in requests:
@@ -239,7 +235,7 @@ class VerifyingReader(SafeFileSystemReader):
     def _read_bytes(
         self,
         stream: _SequentialFile,
-        info: _StorageInfo,
+        info: StorageInfo,
         wanted: list[ReadItem],
         planner: LoadPlanner,
     ) -> list[Callable[[], None]]:
@@ -250,7 +246,7 @@ class VerifyingReader(SafeFileSystemReader):
     def _read_tensor(
         self,
         stream: _SequentialFile,
-        info: _StorageInfo,
+        info: StorageInfo,
         wanted: list[ReadItem],
         planner: LoadPlanner,
     ) -> None:

@@ -12,20 +12,18 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
-from scaletrain.checkpoint.file_image import IN_PLACE_MIN_BYTES, ITEM_ALIGNMENT, FileImage
-from scaletrain.checkpoint.manifest import Manifest, digest
-from scaletrain.checkpoint.safe_load import SafeFileSystemReader
-from scaletrain.checkpoint.storage import (
+from scaletrain.checkpoint.direct.file_image import IN_PLACE_MIN_BYTES, ITEM_ALIGNMENT, FileImage
+from scaletrain.checkpoint.direct.storage import SYNC_IMAGE_MAX_MEAN_TENSOR_BYTES, DirectStorage
+from scaletrain.checkpoint.direct.writer import (
     BYTES_PER_WRITER_THREAD,
     state_bytes,
     writer_options,
 )
-from scaletrain.checkpoint.writer import (
-    RANK_STATE_KEY,
-    SYNC_IMAGE_MAX_MEAN_TENSOR_BYTES,
-    BackgroundWriter,
-)
-from tests.checkpoint.conftest import job_of, save_alone, target_alone
+from scaletrain.checkpoint.manifest import Manifest, digest
+from scaletrain.checkpoint.safe_load import SafeFileSystemReader
+from scaletrain.checkpoint.writer import RANK_STATE_KEY, BackgroundWriter
+from tests.checkpoint.conftest import job_of, target_alone
+from tests.checkpoint.direct.conftest import save_alone
 
 MB = 1024 * 1024
 
@@ -209,17 +207,19 @@ def test_a_synchronous_save_of_many_small_tensors_is_built_in_memory_given_back_
     # DCP's own writer runs torch.save per tensor; a state of small tensors is built in
     # memory instead (its items start at multiples of 64 bytes, DCP's writer's do not), and
     # that memory is not held once the save is over.
-    writer = BackgroundWriter(target_alone(tmp_path), pin_staging=False)
+    target = target_alone(tmp_path)
+    storage = DirectStorage(target, pin=False, asynchronous=False)
+    writer = BackgroundWriter(target, storage)
     small = {f"bias{i}": torch.randn(64) for i in range(50)} | {"step": torch.tensor(7.0)}
-    writer.write_now(job_of(small, step=1), keep_image=False)
+    writer.write_now(job_of(small, step=1))
     built = tmp_path / "step-0000001"
     assert all(offset % ITEM_ALIGNMENT == 0 for offset in item_offsets(built))
     assert all(torch.equal(value, small[name]) for name, value in loaded(built, small).items())
-    assert writer._image_once.memory_bytes == 0
+    assert storage._image_once.memory_bytes == 0
     # Large tensors go through DCP's writer, which needs no memory for all of them.
     large = {"weight": torch.randn(1024, 1024), "bias": torch.randn(3)}
     assert state_bytes(large) > 2 * SYNC_IMAGE_MAX_MEAN_TENSOR_BYTES
-    writer.write_now(job_of(large, step=2), keep_image=False)
+    writer.write_now(job_of(large, step=2))
     streamed = tmp_path / "step-0000002"
     assert any(offset % ITEM_ALIGNMENT for offset in item_offsets(streamed))
     assert all(torch.equal(value, large[name]) for name, value in loaded(streamed, large).items())

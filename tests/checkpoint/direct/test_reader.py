@@ -14,12 +14,12 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict_loader import load
 from torch.distributed.checkpoint.state_dict_saver import save
 
-from scaletrain.checkpoint import reader as reader_module
+from scaletrain.checkpoint.direct import reader as reader_module
+from scaletrain.checkpoint.direct.reader import VerifyingReader
 from scaletrain.checkpoint.manifest import Manifest, digest
-from scaletrain.checkpoint.reader import VerifyingReader
 from scaletrain.checkpoint.safe_load import METADATA_NAME, SafeFileSystemReader, SafeLoadPlanner
 from scaletrain.checkpoint.writer import RANK_STATE_KEY
-from tests.checkpoint.conftest import save_alone
+from tests.checkpoint.direct.conftest import save_alone
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 
