@@ -43,6 +43,8 @@ def main() -> None:
     rounds: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
+        (root / "mnist").mkdir()
+        (root / "cluster").mkdir()
         data = mnist_data(root / "mnist")
         with running_cluster(root / "cluster") as cluster:
             for number in range(1, options.rounds + 1):
