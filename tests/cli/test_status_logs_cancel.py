@@ -16,6 +16,7 @@ from scaletrain.slurm import commands as slurm
 from scaletrain.slurm.history import read_job_events, record_job_event
 from tests.conftest import SLURM_SCRIPTS, WORKERS, clean_environ, scaletrain
 from tests.support.slurm_cluster import SlurmCluster
+from tests.support.slurm_jobs import job_environ, submit, submit_options
 
 
 def running_job(
@@ -237,3 +238,29 @@ def test_logs_follow_rides_out_a_slow_then_absent_controller(
     lines = followed.read_text().splitlines()
     assert lines == [f"tick {n}" for n in range(1, 86)] + ["all ticks done"]
     assert (stand_in / "calls").read_text().startswith("xxx")  # it did ask again, for real
+
+
+@pytest.mark.slurm
+@pytest.mark.multiprocess
+def test_status_of_a_script_without_scaletrain_reports_no_steps(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """The preflight (scaletrain's own, before training) leaves no heartbeat that status
+    would take for the training's: a script without scaletrain reports no steps."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(probe))
+    options = submit_options("plain", "torchrun", 1, 1)
+    script = str(WORKERS / "unconverted_ddp.py")
+    folder, job_id = submit(slurm_cluster, tmp_path, environ, options, script, "--sleep", "60")
+    wait_for(lambda: (probe / "rank-0.json").exists(), 120, slurm_cluster)  # it trained
+    assert (folder.report / "preflight.json").is_file()  # after the preflight
+    shown = scaletrain("status", cwd=tmp_path, environ=environ)
+    assert shown.returncode == 0, shown.stderr
+    assert "RUNNING" in shown.stdout
+    last_step = "│ last step   │ no steps reported (the script does not use scaletrain)"
+    assert last_step in shown.stdout, shown.stdout
+    status = json.loads(scaletrain("status", "--json", cwd=tmp_path, environ=environ).stdout)
+    assert (status["state"], status["last_step"], status["phase"]) == ("RUNNING", None, "")
+    assert scaletrain("cancel", cwd=tmp_path, environ=environ).returncode == 0
+    assert slurm_cluster.wait_for_job(job_id) == "CANCELLED"

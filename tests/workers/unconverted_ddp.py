@@ -1,7 +1,7 @@
 """A data-parallel script as people write it for torchrun, never converted to scaletrain: env://
 rendezvous, LOCAL_RANK from the environment, DistributedSampler, DDP. It also takes DeepSpeed's
 --local_rank (-1 when no launcher passes it). Each rank prints one line and writes
-$PROBE_DIR/rank-<N>.json."""
+$PROBE_DIR/rank-<N>.json, then waits --sleep seconds (a job that is seen RUNNING)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 import torch
@@ -19,6 +20,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 parser = argparse.ArgumentParser()
 parser.add_argument("--local_rank", type=int, default=-1)  # what deepspeed's launcher passes
 parser.add_argument("--steps", type=int, default=3)
+parser.add_argument("--sleep", type=float, default=0.0)
 args = parser.parse_args()
 
 dist.init_process_group("gloo")  # "nccl" on GPUs; env:// reads RANK, WORLD_SIZE, MASTER_*
@@ -49,5 +51,6 @@ report = {
     "weights": model.module.weight.detach().flatten().tolist(),
 }
 (Path(os.environ["PROBE_DIR"]) / f"rank-{rank}.json").write_text(json.dumps(report))
+time.sleep(args.sleep)
 dist.barrier()
 dist.destroy_process_group()

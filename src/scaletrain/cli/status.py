@@ -104,6 +104,7 @@ def _slurm(
         "last_step": max((beat.step for beat in beats.values()), default=None),
         "since_last_step_s": _rounded(since_last_step(beats)),
         "phase": _phase(beats),
+        "uses_scaletrain": _uses_scaletrain(events),
         "since_last_output_s": _rounded(
             time.time() - output_file.stat().st_mtime if output_file else None
         ),
@@ -147,6 +148,8 @@ def _slurm(
         phase = _PHASES.get(fields["phase"], "")
         step = f"step {fields['last_step']}, {_ago(fields['since_last_step_s'])}"
         rows.append(("last step", step + (f" ({phase})" if phase else "")))
+    elif fields["uses_scaletrain"] is False and fields["state"] == "RUNNING":
+        rows.append(("last step", "no steps reported (the script does not use scaletrain)"))
     rows.append(("last output", _ago(fields["since_last_output_s"])))
     if fields["hang"]:
         rows.append(("watchdog", (f"ended a hung step at {fields['hang']}", "error")))
@@ -172,6 +175,13 @@ def _phase(beats: Mapping[int, RankBeat]) -> str:
         if phase in phases:
             return phase
     return "loop" if phases else ""
+
+
+def _uses_scaletrain(events: tuple[JobEvent, ...]) -> bool | None:
+    """Whether the run's script uses scaletrain (and so reports its steps), as `submit` read
+    it; None for a run submitted by an older scaletrain, which did not note it."""
+    noted = (e.details.get("uses_scaletrain") for e in reversed(events) if e.event == "submitted")
+    return next((value for value in noted if isinstance(value, bool)), None)
 
 
 def _hang_summary(folder: RunFolder, events: tuple[JobEvent, ...]) -> str | None:

@@ -85,6 +85,8 @@ def submit_job(prepared: PreparedJob, folder: RunFolder, environ: Mapping[str, s
         mode=plan.mode,
         nodes=plan.nodes,
         gpus=plan.world_size,
+        # Only a script that uses scaletrain reports its steps (status: "no steps reported").
+        uses_scaletrain=prepared.script_facts.uses_scaletrain,
     )
     return job_id
 

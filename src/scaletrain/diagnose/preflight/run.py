@@ -22,6 +22,7 @@ from pathlib import Path
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.core.variables import HANG_LIMIT
 from scaletrain.diagnose.preflight.devices import check_devices
 from scaletrain.diagnose.preflight.gpu import (
     check_communication,
@@ -52,6 +53,7 @@ from scaletrain.diagnose.preflight.local_checks import (
     check_script_variables,
     check_socket_interfaces,
     check_threads,
+    check_torch_version,
 )
 from scaletrain.diagnose.preflight.rendezvous import (
     IMPORTING,
@@ -102,6 +104,7 @@ def _local_checks(
         check_open_files(
             *resource.getrlimit(resource.RLIMIT_NOFILE), layout.world_size, layout.rank
         ),
+        check_torch_version(torch.__version__),
     ]
     facts = RankFacts(
         host=socket.gethostname(),
@@ -117,6 +120,7 @@ def _local_checks(
         visible_devices=view.visible,
         cpus=tuple(sorted(cpus)),
         threads=torch.get_num_threads(),
+        torch_version=torch.__version__,
     )
     return results, facts
 
@@ -203,6 +207,9 @@ def run_preflight(
             device=facts.torch_device,
             backend=backend,
             timeout=timedelta(seconds=max(30.0, 3 * inputs.rendezvous_timeout_s)),
+            # The hang watchdog watches training only: no heartbeat in ranks/, where status,
+            # stacks and the watchdog would take the preflight's steps for the training's.
+            environ={**environ, HANG_LIMIT: "0"},
         )
     except Exception as error:  # whatever stops the join is this rank's finding
         joined = fail(
