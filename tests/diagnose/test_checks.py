@@ -79,6 +79,27 @@ def test_ranks_that_disagree_on_the_world_size_fail() -> None:
     assert result.seen == "ranks disagree on the world size: 2 on ranks 0; 4 on ranks 1"
 
 
+def test_nodes_with_different_torch_releases_fail() -> None:
+    """A node-local copy of another torch (a cache, a stale venv) makes ranks disagree."""
+
+    def report(rank: int, host: str, torch_version: str) -> RankReport:
+        facts = RankFacts(
+            host=host, rank=rank, world_size=3, master="n1:29500", torch_version=torch_version
+        )
+        return RankReport(facts=facts)
+
+    result = check_consistency(
+        [report(0, "n1", "2.10.0"), report(1, "n2", "2.10.0"), report(2, "n3", "2.7.1")]
+    )
+    assert result.status == "fail"
+    assert (
+        result.seen == "ranks disagree on the torch version: 2.10.0 on ranks 0-1; 2.7.1 on ranks 2"
+    )
+    assert result.fix.startswith("give every node the same software")
+    same = check_consistency([report(0, "n1", "2.10.0"), report(1, "n2", "2.10.0")][:2])
+    assert same.status == "fail"  # world size 3 with 2 ranks: still caught, as before
+
+
 def test_missing_rccl_plugin_on_several_nodes_fails_where_the_cluster_has_one() -> None:
     log = (REPO / "tests/fixtures/doctor/net-plugin-missing.log").read_text()
     log += "nixos:4147521:4147521 [3] NCCL INFO Using network Socket\n"

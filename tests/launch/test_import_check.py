@@ -5,6 +5,7 @@ for its own checks leaves them out; the script's folder is searched as Python se
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,14 @@ def test_kinds_of_missing_modules(tmp_path: Path) -> None:
     assert "trains without the preflight, the GPU monitor and the hang watchdog" in tools.stderr
     # A missing package still stops the job, whatever else is missing.
     assert check("need:nope", "tool:no_such_tool", cwd=tmp_path).returncode == 1
+
+
+def test_a_torch_outside_the_tested_range_is_named(tmp_path: Path) -> None:
+    installed = importlib.metadata.version("torch")  # as pip installed it
+    assert "has torch" not in check("need:json", "tested:2.0:2.99", cwd=tmp_path).stderr
+    outside = check("need:json", "tested:2.0:2.1", cwd=tmp_path)
+    assert outside.returncode == 0  # a warning: it may well work
+    assert f"has torch {installed}; scaletrain is tested with torch 2.0 to 2.1" in (outside.stderr)
 
 
 def test_the_scripts_folder_is_searched_first(tmp_path: Path) -> None:

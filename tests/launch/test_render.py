@@ -261,7 +261,10 @@ def test_lumi_runs_the_laif_container_with_its_bindings_and_extends_them() -> No
     batch = container.index("MASTER_ADDR=$(scontrol show hostnames")
     assert batch < container.index("\nsrun ")
     # The job's Python is checked inside the container, where training runs.
-    assert '\nsingularity run "$CONTAINER" python3 - need:torch tool:scaletrain <<' in container
+    assert (
+        '\nsingularity run "$CONTAINER" python3 - need:torch tool:scaletrain tested:2.7:2.15 <<'
+        in container
+    )
     # Caches on /scratch, expanded when the job runs (LUMI-AI-Guide).
     assert 'export TORCH_HOME="/scratch/$SLURM_JOB_ACCOUNT/$USER/torch-cache"' in container
 
@@ -285,7 +288,7 @@ def test_a_venv_over_a_module_is_activated_after_the_load() -> None:
     script = render(plan_for(cluster="puhti", gpus=8, venv="/projappl/p/venv"))
     load = script.index("module load pytorch || ")
     activate = script.index('source "$venv/bin/activate"')
-    check = script.index("python3 - need:torch tool:scaletrain <<")
+    check = script.index("python3 - need:torch tool:scaletrain tested:2.7:2.15 <<")
     assert load < activate < check < script.index("\nsrun ")
     assert "venv=/projappl/p/venv\n" in script
     # The venv scaletrain runs from is the default, outside containers only.
@@ -593,7 +596,7 @@ def test_the_jobs_python_is_asked_for_scaletrain_where_the_job_runs_its_code() -
     assert "python3 - " not in render(plan, **nothing)
     # The preflight checks torch; without scaletrain the job trains without its tools.
     checked = render(plan, **(nothing | {"preflight": True}))
-    assert "\npython3 - need:torch tool:scaletrain <<" in checked
+    assert "\npython3 - need:torch tool:scaletrain tested:2.7:2.15 <<" in checked
     for runs in (
         {"hang_limit_s": 60},  # the hang watchdog
         {"monitor_interval_s": 5.0},  # the monitor's sampler
@@ -611,7 +614,10 @@ def test_the_environment_check_sets_up_the_jobs_software_in_your_folder() -> Non
     assert "\nmodule load lumi-aif-singularity-bindings || " in check
     assert "binds=/scratch/project_465000000/me,/project/project_465000000/venv\n" in check
     assert "\nexport SINGULARITYENV_PREPEND_PATH=/project/project_465000000/venv/bin\n" in check
-    assert '\nsingularity run "$CONTAINER" python3 - need:torch tool:scaletrain <<' in check
+    assert (
+        '\nsingularity run "$CONTAINER" python3 - need:torch tool:scaletrain tested:2.7:2.15 <<'
+        in check
+    )
     assert "#SBATCH" not in check and "srun" not in check  # a login node, no job
 
 

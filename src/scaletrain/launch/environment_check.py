@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from scaletrain.core.torch_support import minor, torch_support
 from scaletrain.planning.modes import launch_mode
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.script_facts import ScriptFacts, known_packages
@@ -40,16 +41,20 @@ class ImportCheck:
     tools: tuple[str, ...] = ()
     search_first: str | None = None
     """The script's folder, relative to the folder the job runs in."""
+    tested_torch: str | None = None
+    """'A:B', the torch releases scaletrain is tested with (major.minor), when torch is needed."""
 
     @property
     def words(self) -> tuple[str, ...]:
         """The check's arguments: KIND:NAME words (templates/import_check.py)."""
         first = (f"path:{self.search_first}",) if self.search_first else ()
+        tested = (f"tested:{self.tested_torch}",) if self.tested_torch else ()
         return (
             *first,
             *(f"need:{name}" for name in self.needed),
             *(f"maybe:{name}" for name in self.perhaps_yours),
             *(f"tool:{name}" for name in self.tools),
+            *tested,
         )
 
 
@@ -68,11 +73,13 @@ def import_check(
         needed += [name for name in facts.imports if name in known_packages()]
         perhaps_yours = list(facts.unknown_imports)
     folder = str(PurePath(plan.script).parent)
+    support = torch_support()
     return ImportCheck(
         needed=tuple(dict.fromkeys(needed)),
         perhaps_yours=tuple(perhaps_yours),
         tools=("scaletrain",) if runs_tools and not needs_scaletrain else (),
         search_first=folder if checks_script and perhaps_yours else None,
+        tested_torch=f"{minor(support.oldest)}:{minor(support.newest)}" if checks_script else None,
     )
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scaletrain.core.errors import LaunchEnvironmentError, ScaletrainError
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.core.torch_support import untested
 from scaletrain.runtime.binding import bind_to_gpu_cores
 from scaletrain.runtime.child_processes import (
     end_children_with_this_process,
@@ -168,6 +169,9 @@ def init(
     global _long_waits
     environ = os.environ if environ is None else environ
     layout = detect_layout(environ)
+    note = untested(torch.__version__)
+    if note and layout.rank == 0:
+        print(f"scaletrain: warning: {note}", file=sys.stderr, flush=True)
     end_children_with_this_process()
     # Before torch starts its threads: they inherit the cores of the thread that makes them.
     bind_to_gpu_cores(layout, environ)

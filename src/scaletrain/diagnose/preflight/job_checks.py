@@ -14,6 +14,19 @@ from scaletrain.diagnose.preflight.results import (
     skip,
 )
 
+_ONE_LAUNCHER = (
+    "start all ranks with one launcher and one set of variables; Slurm's tasks × torchrun's "
+    "--nproc-per-node must equal the world size"
+)
+# How to make the ranks agree, per fact they disagree on.
+_AGREE = {
+    "world_size": _ONE_LAUNCHER,
+    "master": _ONE_LAUNCHER,
+    "launcher": _ONE_LAUNCHER,
+    "torch_version": "give every node the same software: one image or module, and a venv "
+    "on the shared file system, not a node-local copy of another torch",
+}
+
 
 def check_consistency(reports: Sequence[RankReport]) -> CheckResult:
     """All ranks agree on world size, master and launcher, and each rank appears once."""
@@ -23,6 +36,7 @@ def check_consistency(reports: Sequence[RankReport]) -> CheckResult:
         ("world size", "world_size"),
         ("master", "master"),
         ("launcher", "launcher"),
+        ("torch version", "torch_version"),
     ):
         groups: dict[object, list[int]] = defaultdict(list)
         for fact in facts:
@@ -31,12 +45,7 @@ def check_consistency(reports: Sequence[RankReport]) -> CheckResult:
             described = "; ".join(
                 f"{value} on ranks {compact_list(r)}" for value, r in groups.items()
             )
-            return fail(
-                name,
-                f"ranks disagree on the {label}: {described}",
-                "start all ranks with one launcher and one set of variables; Slurm's tasks "
-                "× torchrun's --nproc-per-node must equal the world size",
-            )
+            return fail(name, f"ranks disagree on the {label}: {described}", _AGREE[field])
     ranks = sorted(fact.rank for fact in facts)
     if ranks != list(range(count)) or facts[0].world_size != count:
         return fail(

@@ -10,6 +10,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from scaletrain.core.errors import LaunchEnvironmentError
+from scaletrain.core.torch_support import torch_support, untested
 from scaletrain.diagnose.preflight.results import CheckResult, compact_list, fail, ok, skip, warn
 from scaletrain.runtime.launchers import detect_layout
 from scaletrain.runtime.layout import ProcessLayout
@@ -220,3 +221,13 @@ def check_free_space(root: Path | None, min_free_bytes: int) -> CheckResult:
             name, seen, "free space or move --runs-dir to a file system with room (scratch)"
         )
     return ok(name, seen)
+
+
+def check_torch_version(version: str) -> CheckResult:
+    """The torch of this rank, against the releases scaletrain is tested with."""
+    note = untested(version)
+    if note:
+        return warn(
+            "torch", note, f"scaletrain is tested with torch {torch_support().tested_range}"
+        )
+    return ok("torch", f"torch {version} (tested: {torch_support().tested_range})")

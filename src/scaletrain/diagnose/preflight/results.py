@@ -69,6 +69,7 @@ class RankFacts:
     visible_devices: tuple[str, ...] = ()
     cpus: tuple[int, ...] = ()
     threads: int = 0
+    torch_version: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -5,6 +5,9 @@
 #             through sys.path: a warning when missing.
 # tool:NAME   scaletrain's own checks need it: exit 3 when missing (they are left out).
 # path:DIR    searched first, as Python searches the script's own folder.
+# tested:A:B  the torch releases scaletrain is tested with, A to B (major.minor): a
+#             warning naming the job's torch outside them.
+import importlib.metadata
 import importlib.util
 import sys
 
@@ -15,6 +18,17 @@ missing = {
     for kind in ("need", "maybe", "tool")
 }
 python = f"the job's Python ({sys.executable})"
+for kind, tested in words:
+    if kind == "tested" and importlib.util.find_spec("torch") is not None:
+        oldest, newest = (tuple(int(n) for n in end.split(".")) for end in tested.split(":"))
+        version = importlib.metadata.version("torch")
+        found = tuple(int(n) if n.isdigit() else 0 for n in version.split("+")[0].split(".")[:2])
+        if not oldest <= found <= newest:
+            print(
+                f"scaletrain: warning: {python} has torch {version}; scaletrain is tested with "
+                f"torch {tested.replace(':', ' to ')} (checkpoints and strategies may fail).",
+                file=sys.stderr,
+            )
 if missing["maybe"]:
     print(
         f"scaletrain: warning: {python} cannot import {', '.join(missing['maybe'])}: fine if "
