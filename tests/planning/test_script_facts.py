@@ -139,3 +139,9 @@ def test_what_resumes(tmp_path: Path) -> None:
 def test_a_missing_or_broken_script_shows_nothing(tmp_path: Path) -> None:
     assert read_script_facts(tmp_path / "missing.py") == ScriptFacts()
     assert facts_of("def broken(:\n", tmp_path) == ScriptFacts()
+
+
+def test_a_report_key_named_local_rank_is_no_device_choice(tmp_path: Path) -> None:
+    source = SELECT_GPU + 'report = {"rank": 0, "local_rank": 0}\n'
+    facts = facts_of(source, tmp_path)
+    assert (facts.device_zero, facts.device_by_local_rank) == (("cuda:0",), ())
