@@ -82,7 +82,7 @@ def test_a_bug_is_one_line_that_says_so_not_a_traceback(
     def broken(*_: object) -> None:
         raise RuntimeError("a bug [in] scaletrain")
 
-    monkeypatch.setattr(scaletrain.cli.status, "find_run", broken)
+    monkeypatch.setattr(scaletrain.cli.status, "newest_launch", broken)
     outcome = invoke("status", env=login_node(tmp_path))
     assert outcome.exit_code == INTERNAL_ERROR_EXIT_CODE
     assert outcome.stderr.splitlines() == [

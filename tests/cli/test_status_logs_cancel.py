@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -14,7 +15,15 @@ import pytest
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.slurm import commands as slurm
 from scaletrain.slurm.history import read_job_events, record_job_event
-from tests.conftest import SLURM_SCRIPTS, WORKERS, clean_environ, scaletrain
+from tests.conftest import (
+    SLURM_SCRIPTS,
+    WORKERS,
+    clean_environ,
+    end_session,
+    kill_session,
+    scaletrain,
+    start_scaletrain,
+)
 from tests.support.slurm_cluster import SlurmCluster
 from tests.support.slurm_jobs import job_environ, submit, submit_options
 
@@ -37,10 +46,12 @@ def running_job(
     return folder, job_id
 
 
-def wait_for(condition: Callable[[], bool], seconds: float, cluster: SlurmCluster) -> None:
+def wait_for(
+    condition: Callable[[], bool], seconds: float, cluster: SlurmCluster | None = None
+) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
-        assert time.monotonic() < deadline, cluster.logs()
+        assert time.monotonic() < deadline, cluster.logs() if cluster else "timed out"
         time.sleep(0.2)
 
 
@@ -65,12 +76,54 @@ def test_unknown_run_lists_the_runs_there(tmp_path: Path) -> None:
     assert "newest first: mnist-1" in said(result)
 
 
-def test_a_local_run_was_never_submitted(tmp_path: Path) -> None:
-    RunFolder(tmp_path / "runs" / "local").create()
-    result = scaletrain("logs", cwd=tmp_path)
+@pytest.mark.parametrize("command", ["status", "logs", "cancel"])
+def test_a_run_that_never_started(tmp_path: Path, command: str) -> None:
+    RunFolder(tmp_path / "runs" / "empty").create()
+    result = scaletrain(command, cwd=tmp_path)
     assert result.returncode == 2
-    assert "Run 'local' was never submitted to Slurm" in said(result)
-    assert "jobs.jsonl does not exist" in said(result)
+    assert (
+        "Run 'empty' was never started: its jobs.jsonl does not exist (scaletrain submit) "
+        "and it has no run.json (scaletrain run)." in said(result)
+    )
+
+
+@pytest.mark.multiprocess
+def test_logs_and_cancel_of_a_local_run(tmp_path: Path) -> None:
+    """What a user types after `scaletrain run` in another shell: logs, logs -f, cancel."""
+    run = tmp_path / "runs" / "local"
+    worker = [str(WORKERS / "resumable.py"), "--out", str(run / "out"), "--epochs", "100"]
+    launch = start_scaletrain(
+        "run", "--nproc", "2", "--name", "local", *worker, "--step-seconds", "0.1",
+        cwd=tmp_path, log=tmp_path / "run.log",
+    )  # fmt: skip
+    followed, told = tmp_path / "followed.out", tmp_path / "followed.err"
+    try:
+        wait_for(lambda: (run / "metrics" / "train.jsonl").is_file(), 120)  # a step was done
+        printed = scaletrain("logs", cwd=tmp_path)
+        assert printed.returncode == 0, printed.stderr
+        assert re.match(r"step +1/", printed.stdout)  # rank 0's stdout: st.Progress
+        assert "scaletrain: 2 process(es) on 1 node" in printed.stderr  # its stderr: st.init()
+        with followed.open("w") as stdout, told.open("w") as stderr:
+            follower = subprocess.Popen(
+                [str(Path(sys.executable).with_name("scaletrain")), "logs", "-f", "local"],
+                cwd=tmp_path, env=clean_environ(), stdout=stdout, stderr=stderr,
+            )  # fmt: skip
+        cancelled = scaletrain("cancel", cwd=tmp_path)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert f"stopping run local (scaletrain pid {launch.pid}) as Ctrl-C does" in said(cancelled)
+        assert end_session(launch) == 0, (tmp_path / "run.log").read_text()[-3000:]
+        assert follower.wait(timeout=30) == 0, told.read_text()
+    finally:
+        kill_session(launch)
+    stopped = json.loads((run / "stopped.json").read_text())
+    ended = f"run local: stopped at step {stopped['step']} (SIGTERM); run the same command"
+    assert ended in " ".join(told.read_text().split())
+    # -f printed everything rank 0 printed, up to its end.
+    assert followed.read_text() == (run / "logs" / "rank-0.out").read_text()
+    assert re.search(rf"^step +{stopped['step']}/", followed.read_text(), re.MULTILINE)
+    again = scaletrain("cancel", "local", cwd=tmp_path)
+    assert again.returncode == 0
+    assert "run local is not running: stopped at step" in said(again)
 
 
 def test_without_slurm_the_error_says_where_to_run(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from scaletrain.core.files import read_text
 from scaletrain.core.hang_report import DEFAULT_HANG_LIMIT_S
 from scaletrain.core.progress_line import format_value
 from scaletrain.core.run_folder import RunFolder, find_run
-from scaletrain.slurm.history import JobEvent, require_current_job
+from scaletrain.launch.local_run import RunRecord, read_run_record
+from scaletrain.slurm.history import JobEvent, current_job, read_job_events
 
 RUNS_DIR_OPTION = typer.Option(
     Path("runs"), "--runs-dir", envvar="SCALETRAIN_RUNS_DIR", help="Where run folders live."
@@ -127,8 +128,21 @@ def show_report(path: Path) -> None:
     console.show_text(read_text(path, "report").rstrip("\n") + "\n")
 
 
-def submitted_run(runs_dir: Path, name: str | None) -> tuple[RunFolder, tuple[JobEvent, ...], str]:
-    """The run folder, its job events and its current job id, or an error that says why not."""
+def newest_launch(
+    runs_dir: Path, name: str | None
+) -> tuple[RunFolder, tuple[JobEvent, ...], JobEvent | RunRecord]:
+    """The run folder, its job events and its newest launch: its current Slurm job, or its
+    `scaletrain run` (run.json) if that started later; an error that says so if neither."""
     folder = find_run(runs_dir, name)
-    events, job = require_current_job(folder)
-    return folder, events, job.job_id
+    events = read_job_events(folder)
+    job, record = current_job(events), read_run_record(folder)
+    if record is not None and (job is None or record.started > job.time):
+        return folder, events, record
+    if job is None:
+        jobs = "has no submission" if folder.jobs_log.exists() else "does not exist"
+        raise ScaletrainError(
+            f"Run {folder.name!r} was never started: its {folder.jobs_log.name} {jobs} "
+            f"(scaletrain submit) and it has no {folder.run_record.name} (scaletrain run).",
+            "start it with `scaletrain submit` or `scaletrain run`, or name a run that ran.",
+        )
+    return folder, events, job

@@ -1,4 +1,5 @@
-"""`scaletrain logs`: print or follow the Slurm output of a run's current job."""
+"""`scaletrain logs`: print or follow the output of a run's newest launch: its Slurm job's
+output file, or rank 0's output of a `scaletrain run`."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ from pathlib import Path
 
 import typer
 
-from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, process_environ, submitted_run
+from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, newest_launch, process_environ
+from scaletrain.cli.local_runs import follow_local_output, local_state, rank0_output
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.files import read_text
 from scaletrain.core.progress_line import format_duration
 from scaletrain.core.rank_files import read_beats, since_last_step
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.local_run import RunRecord, read_run_record
 from scaletrain.slurm import commands as slurm
 from scaletrain.slurm.follow import follow_job_output
 from scaletrain.slurm.history import job_output_file
@@ -26,7 +29,7 @@ def logs(
     run_name: str | None = RUN_ARGUMENT,
     runs_dir: Path = RUNS_DIR_OPTION,
     follow: bool = typer.Option(
-        False, "--follow", "-f", help="Keep printing new output until the job ends."
+        False, "--follow", "-f", help="Keep printing new output until the job or run ends."
     ),
     notice_after: float = typer.Option(
         SILENCE_NOTICE_S,
@@ -35,11 +38,18 @@ def logs(
         "for this many seconds (and again each time the silence doubles).",
     ),
 ) -> None:
-    """Print the Slurm output (logs/<job name>-<job id>.out) of a run's current job.
+    """Print the output of a run: its Slurm job's, or rank 0's of a `scaletrain run`.
 
-    Example: [bold]scaletrain logs -f[/bold] follows the newest run until its job ends.
+    A Slurm job's output file is logs/<job name>-<job id>.out; a local run's rank 0 wrote
+    logs/rank-0.out (printed on stdout) and logs/rank-0.err (printed on stderr).
+
+    Example: [bold]scaletrain logs -f[/bold] follows the newest run until it ends.
     """
-    folder, _, job_id = submitted_run(runs_dir, run_name)
+    folder, _, launch = newest_launch(runs_dir, run_name)
+    if isinstance(launch, RunRecord):
+        _local_logs(folder, launch, follow=follow)
+        return
+    job_id = launch.job_id
     environ = process_environ()
     if follow:
         final = follow_job_output(
@@ -66,6 +76,32 @@ def logs(
             "starts. A job submitted without --output=logs/%x-%j.out writes elsewhere.",
         )
     console.show_text(read_text(output_file, "job output", errors="replace"))
+
+
+def _local_logs(folder: RunFolder, record: RunRecord, *, follow: bool) -> None:
+    """Rank 0's stdout on stdout and its stderr on stderr; with `follow`, until the launch
+    ends. The other ranks' logs lie beside them."""
+    if follow:
+        follow_local_output(
+            folder,
+            record,
+            write=console.show_text,
+            write_error=lambda text: console.show_text(text, stderr=True),
+        )
+        state, _ = local_state(folder, read_run_record(folder) or record)  # rewritten at its end
+        console.info(f"run {folder.name}: {state}")
+        return
+    shown = [path for path in rank0_output(folder) if path.is_file()]
+    if not shown:
+        state, _ = local_state(folder, record)
+        raise ScaletrainError(
+            f"Run {folder.name!r} has no output of rank 0 in {folder.last_attempt_logs()}/ "
+            f"(state: {state}).",
+            "its processes write there once they start; `scaletrain logs -f` waits for them.",
+        )
+    for path in shown:
+        text = read_text(path, "rank 0's output", errors="replace")
+        console.show_text(text, stderr=path.suffix == ".err")
 
 
 class _SilenceNotice:

@@ -3,10 +3,7 @@ how long the training has been silent."""
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
-import socket
 import time
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -17,26 +14,19 @@ from scaletrain.cli.common import (
     JSON_OPTION,
     RUN_ARGUMENT,
     RUNS_DIR_OPTION,
+    newest_launch,
     process_environ,
     summary_value,
 )
+from scaletrain.cli.local_runs import local_state, on_this_machine, read_run_json
 from scaletrain.core import console
-from scaletrain.core.errors import ScaletrainError
-from scaletrain.core.files import read_text
 from scaletrain.core.hang_report import read_hang_report
 from scaletrain.core.progress_line import format_duration, last_progress_line
 from scaletrain.core.rank_files import RankBeat, read_beats, since_last_step
-from scaletrain.core.run_folder import RunFolder, find_run
-from scaletrain.launch.local_run import RunRecord, read_run_record
+from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.local_run import RunRecord
 from scaletrain.slurm import commands as slurm
-from scaletrain.slurm.history import (
-    JobEvent,
-    current_job,
-    job_output_file,
-    read_job_events,
-    requeue_count,
-    require_current_job,
-)
+from scaletrain.slurm.history import JobEvent, job_output_file, requeue_count
 from scaletrain.slurm.output import JobInfo
 
 # A row of the table: label, then the value's pieces (text, or (text, style)).
@@ -64,14 +54,11 @@ def status(
     Example: [bold]scaletrain status[/bold] (the newest run) or [bold]scaletrain status
     mnist-20261123-070302[/bold]
     """
-    folder = find_run(runs_dir, run_name)
-    events = read_job_events(folder)
-    job, record = current_job(events), read_run_record(folder)
-    if record is not None and (job is None or record.started > job.time):
-        fields, rows = _local(folder, record)
+    folder, events, launch = newest_launch(runs_dir, run_name)
+    if isinstance(launch, RunRecord):
+        fields, rows = _local(folder, launch)
     else:
-        _, job = require_current_job(folder)
-        fields, rows = _slurm(folder, events, job)
+        fields, rows = _slurm(folder, events, launch)
     if as_json:
         console.show_json(fields)
         return
@@ -204,7 +191,7 @@ def _ago(seconds: float | None) -> str:
 
 
 def _local(folder: RunFolder, record: RunRecord) -> tuple[dict[str, Any], list[Row]]:
-    state, style = _local_state(folder, record)
+    state, style = local_state(folder, record)
     fields: dict[str, Any] = {
         "run": folder.name,
         "where": "local",
@@ -220,7 +207,7 @@ def _local(folder: RunFolder, record: RunRecord) -> tuple[dict[str, Any], list[R
         "folder": str(folder.root),
     }
     rows: list[Row] = [
-        ("where", f"this machine ({record.host})" if _here(record) else record.host),
+        ("where", f"this machine ({record.host})" if on_this_machine(record) else record.host),
         ("command", shlex.join(record.program)),
         ("state", (state, style)),
         ("started", record.started or "-"),
@@ -232,49 +219,5 @@ def _local(folder: RunFolder, record: RunRecord) -> tuple[dict[str, Any], list[R
     return fields, rows
 
 
-def _local_state(folder: RunFolder, record: RunRecord) -> tuple[str, str]:
-    """What the launch is doing or how it ended, and the style to show it in."""
-    if record.finished is None:
-        if _here(record) and record.pid is not None and _alive(record.pid):
-            return f"running (scaletrain pid {record.pid})", "info"
-        return "ended without recording how (killed, or its machine stopped)", "warning"
-    stopped = _json_or_none(folder.stopped_marker)
-    if stopped is not None:
-        return (
-            f"stopped at step {stopped.get('step', '?')} ({stopped.get('reason', '?')}); "
-            "run the same command to resume",
-            "warning",
-        )
-    if record.exit_code == 0:
-        return "finished", "success"
-    return f"failed (exit code {record.exit_code})", "error"
-
-
 def _summary(folder: RunFolder) -> dict[str, Any] | None:
-    return _json_or_none(folder.metrics / "summary.json")
-
-
-def _json_or_none(path: Path) -> dict[str, Any] | None:
-    """A small JSON object the run wrote, or None if it is not there or not readable."""
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(read_text(path, "run file"))
-    except (ScaletrainError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _here(record: RunRecord) -> bool:
-    return record.host == socket.gethostname()
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process of ours has this pid (0 and below would mean process groups)."""
-    if not 0 < pid < 2**22:
-        return False
-    try:
-        os.kill(pid, 0)
-    except OSError:  # gone, or another user's process has the pid now
-        return False
-    return True
+    return read_run_json(folder.metrics / "summary.json")

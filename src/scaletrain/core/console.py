@@ -144,10 +144,12 @@ def show(renderable: RenderableType) -> None:
     results().print(renderable)
 
 
-def show_text(text: str) -> None:
-    """A result on stdout exactly as given, byte for byte (a job script, #SBATCH lines)."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
+def show_text(text: str, *, stderr: bool = False) -> None:
+    """A result on stdout exactly as given, byte for byte (a job script, #SBATCH lines); on
+    stderr what a program wrote to its stderr (a rank's log)."""
+    stream = sys.stderr if stderr else sys.stdout
+    stream.write(text)
+    stream.flush()
 
 
 def show_json(data: Any) -> None:

@@ -110,20 +110,6 @@ def requeue_count(events: Sequence[JobEvent], job_id: str) -> int:
     return sum(1 for event in events if event.event == "requeued" and event.job_id == job_id)
 
 
-def require_current_job(folder: RunFolder) -> tuple[tuple[JobEvent, ...], JobEvent]:
-    """The run's events and its current job; an error that says so if it was never submitted."""
-    events = read_job_events(folder)
-    job = current_job(events)
-    if job is None:
-        raise ScaletrainError(
-            f"Run {folder.name!r} was never submitted to Slurm ({folder.jobs_log} "
-            f"{'has no submission' if folder.jobs_log.exists() else 'does not exist'}).",
-            "status, logs and cancel follow Slurm jobs; a run started with `scaletrain run` "
-            f"keeps its output in {folder.logs}/ instead.",
-        )
-    return events, job
-
-
 def job_output_file(folder: RunFolder, job_id: str) -> Path | None:
     """The newest Slurm output file of the job in the run's logs/ (named %x-%j.out)."""
     if not folder.logs.is_dir():
