@@ -98,3 +98,36 @@ def test_the_doctor_starts_without_torch() -> None:
     # The doctor ran to its verdict (a healthy log: exit 0, nothing matched) without torch.
     assert "no known failure signature in 1 file(s)" in result.stderr
     assert result.stdout.strip().splitlines()[-1] == "exit 0 False False"
+
+
+def test_a_log_that_ends_in_an_unknown_error_is_a_failure(tmp_path: Path) -> None:
+    log = fixture_for("python-error")
+    result = scaletrain("doctor", str(log), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    said = result.stdout  # the findings are the result
+    assert (
+        "python-error: A Python error that no signature explains (1 line(s) on rank(s) 1)" in said
+    )
+    # The rank's error, not torchrun's ChildFailedError that follows it.
+    assert f"{log}:11: [rank1]: KeyError: 2" in said
+    rows = [line.split(None, 1) for line in said.splitlines() if line.startswith("1 ")]
+    assert rows == [["1", "KeyError: 2  /users/me/mnist/train.py:8 in load_batch"]]
+    assert "no known failure signature" not in result.stderr
+
+
+@pytest.mark.multiprocess
+def test_a_local_run_that_failed_is_not_healthy(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os\n\nbatches = {}\nif os.environ['RANK'] == '1':\n    batches['next']\n"
+    )
+    run = scaletrain("run", "--nproc", "2", "--name", "broken", str(script), cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    result = scaletrain("doctor", "runs/broken", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    said = " ".join(result.stdout.split())
+    assert (
+        "python-error: A Python error that no signature explains (1 line(s) on rank(s) 1)" in said
+    )
+    assert "runs/broken/logs/rank-1.err:5: KeyError: 'next'" in said
+    assert f"1 KeyError: 'next' {script}:5 in <module>" in said

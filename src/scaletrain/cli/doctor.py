@@ -71,8 +71,9 @@ def doctor(
 
     Prints each known problem found (NCCL/RCCL timeouts, wrong MASTER_ADDR, port in use,
     missing network plugin, out of memory per rank, srun not used, node failures, hangs the
-    watchdog ended, long silences, ...) with its usual cause and the fix. Exit code 1 when
-    something was found, 0 when nothing matched.
+    watchdog ended, long silences, ...) with its usual cause and the fix; a log that matches
+    none of them but holds a Python traceback shows its last error and where it was raised.
+    Exit code 1 when something was found, 0 when nothing was.
 
     Example: [bold]scaletrain doctor runs/mnist-20250101-120000[/bold]
     """
