@@ -17,6 +17,7 @@ from scaletrain.core.hang_report import parse_hang_limit
 from scaletrain.core.run_folder import DEFAULT_RUNS_DIR, RunFolder, default_run_name
 from scaletrain.launch.job_script import JobOptions, resource_options
 from scaletrain.launch.prepare import prepare_job
+from scaletrain.launch.template_cache import template_cache_folder
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.request import Request
 
@@ -39,11 +40,14 @@ def plan(
     # would write it.
     hang_limit_s = parse_hang_limit(hang_limit)
     folder = RunFolder(DEFAULT_RUNS_DIR / default_run_name(request.script, datetime.now()))
+    environ = process_environ()
+    options = JobOptions(
+        workdir=Path.cwd(),
+        hang_limit_s=hang_limit_s,
+        template_cache=template_cache_folder(environ),
+    )
     prepared = prepare_job(
-        request,
-        load_profile(request.cluster, process_environ()),
-        run_folder=folder,
-        options=JobOptions(workdir=Path.cwd(), hang_limit_s=hang_limit_s),
+        request, load_profile(request.cluster, environ), run_folder=folder, options=options
     )
     decided = prepared.plan
     if as_json:

@@ -18,6 +18,7 @@ from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.job_script import JobOptions
 from scaletrain.launch.prepare import PreparedJob, prepare_job
 from scaletrain.launch.submission import submit_job
+from scaletrain.launch.template_cache import template_cache_folder
 from scaletrain.observe.sampler import DEFAULT_INTERVAL_S
 from scaletrain.observe.scaling import Point, StudyDesign, measure
 from scaletrain.planning.plan import Plan
@@ -129,6 +130,7 @@ def run_on_slurm(
         preflight=study.preflight,
         monitor_interval_s=DEFAULT_INTERVAL_S,
         instrument=tuple(design.variables().items()),
+        template_cache=template_cache_folder(environ),
     )
     prepared = _prepared(study, folder, script, args, design, options, environ)
     plans = {size: job.plan for size, job in prepared.items()}

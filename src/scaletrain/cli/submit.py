@@ -29,6 +29,7 @@ from scaletrain.launch.prepare import PreparedJob, prepare_job
 from scaletrain.launch.script_decisions import describe_decisions
 from scaletrain.launch.shell_text import check_job_name
 from scaletrain.launch.submission import check_continuation, submit_job
+from scaletrain.launch.template_cache import template_cache_folder
 from scaletrain.observe.profile_spec import parse_profile
 from scaletrain.planning.request import Request
 
@@ -93,6 +94,7 @@ def submit(
         monitor_interval_s=monitor_interval or None,
         instrument=((PROFILE, parse_profile(profile).to_text()),) if profile else (),
         hang_limit_s=parse_hang_limit(hang_limit),
+        template_cache=template_cache_folder(environ),
     )
     prepared = prepare_job(
         request, load_profile(request.cluster, environ), run_folder=folder, options=options

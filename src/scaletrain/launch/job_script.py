@@ -45,6 +45,7 @@ from scaletrain.launch.shell_text import (
     shell_quote,
     shell_words,
 )
+from scaletrain.launch.template_cache import TemplateCache
 from scaletrain.planning.modes import LaunchMode, launch_mode
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.script_facts import read_script_facts
@@ -89,6 +90,9 @@ class JobOptions:
     hang_limit_s: float = DEFAULT_HANG_LIMIT_S
     """End the training step when no rank finishes a step for this long (or 20 median steps,
     if longer) and requeue without the blamed nodes; 0: no hang watchdog."""
+    template_cache: Path | None = None
+    """Where the compiled templates are kept between commands (launch/template_cache.py);
+    None: compiled at every start."""
 
     def __post_init__(self) -> None:
         for option, value in (
@@ -192,7 +196,7 @@ def _from_folder(option: str, workdir: Path) -> str:
 def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) -> str:
     """The job script for `plan`, writing into `run_folder`; submit it from that folder."""
     context = _context(plan, run_folder, options)
-    return _templates().get_template("job.sbatch.j2").render(context)
+    return _templates(options.template_cache).get_template("job.sbatch.j2").render(context)
 
 
 def render_environment_check(plan: Plan, workdir: Path) -> str:
@@ -200,7 +204,7 @@ def render_environment_check(plan: Plan, workdir: Path) -> str:
     container) and checks that the job's Python imports what the job needs: run it on a login
     node (`scaletrain check --cluster`) to know before submitting."""
     context = _context(plan, RunFolder(workdir / "runs" / "check"), JobOptions(workdir=workdir))
-    return _templates().get_template("environment_check.sh.j2").render(context)
+    return _templates(None).get_template("environment_check.sh.j2").render(context)
 
 
 def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str, Any]:
@@ -395,9 +399,10 @@ def _preflight_environment(plan: Plan, mode: LaunchMode) -> list[tuple[str, str]
 
 
 @cache
-def _templates() -> jinja2.Environment:
+def _templates(cache_folder: Path | None) -> jinja2.Environment:
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("scaletrain.launch", "templates"),
+        bytecode_cache=TemplateCache(cache_folder) if cache_folder else None,
         autoescape=False,  # shell, not HTML: finalize quotes values instead
         finalize=finalize,
         undefined=jinja2.StrictUndefined,  # a misspelt name fails the render, not the job
