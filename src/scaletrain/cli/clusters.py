@@ -17,12 +17,10 @@ from scaletrain.clusters.catalog import (
     read_profile,
     user_profile_folder,
 )
-from scaletrain.clusters.detect import draft_profile
 from scaletrain.clusters.schema import ClusterProfile
 from scaletrain.clusters.slurm_time import describe_duration
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
-from scaletrain.slurm import commands as slurm
 
 clusters_app = typer.Typer(
     cls=ScaletrainGroup,
@@ -100,6 +98,10 @@ def detect_cluster(
     Slurm tells cores, memory, GPUs and partition limits; the draft marks with CHECK what it
     cannot tell (billing, CPU masks per GPU, network settings, how to load PyTorch).
     """
+    # Only this sub-command reads Slurm: listing profiles does not import its parsers.
+    from scaletrain.clusters.detect import draft_profile
+    from scaletrain.slurm import commands as slurm
+
     environ = dict(os.environ)
     name = name or slurm.cluster_name(environ=environ)
     draft = draft_profile(name, slurm.partitions(environ=environ), slurm.nodes(environ=environ))
