@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from scaletrain.core.torch_support import minor, torch_support
-from scaletrain.planning.modes import launch_mode
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.script_facts import ScriptFacts, known_packages
 from scaletrain.planning.software import JobSoftware
@@ -68,7 +67,7 @@ def import_check(
     needed: list[str] = ["scaletrain"] if needs_scaletrain else []
     perhaps_yours: list[str] = []
     if checks_script:
-        launcher = launch_mode(plan.mode).launcher_package
+        launcher = plan.launch_mode.launcher_package
         needed += ["torch", *([launcher] if launcher else [])]
         needed += [name for name in facts.imports if name in known_packages()]
         perhaps_yours = list(facts.unknown_imports)

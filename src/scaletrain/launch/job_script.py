@@ -46,7 +46,7 @@ from scaletrain.launch.shell_text import (
     shell_words,
 )
 from scaletrain.launch.template_cache import TemplateCache
-from scaletrain.planning.modes import LaunchMode, launch_mode
+from scaletrain.planning.modes import LaunchMode
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.script_facts import read_script_facts
 from scaletrain.planning.software import SQUASHFS_MOUNT, JobSoftware
@@ -209,7 +209,7 @@ def render_environment_check(plan: Plan, workdir: Path) -> str:
 
 def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str, Any]:
     """Everything the templates read, for a job of `plan` in `run_folder`."""
-    mode = launch_mode(plan.mode)  # an edited plan.toml may name a mode that does not exist
+    mode = plan.launch_mode
     job_name = check_job_name(plan.job_name or run_folder.name)
     run_dir, workdir = run_folder.root.absolute(), options.workdir.absolute()
     facts = read_script_facts(workdir / plan.script)

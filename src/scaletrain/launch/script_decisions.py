@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.launch.environment_check import import_check
-from scaletrain.planning.modes import launch_mode
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.request import Request
 from scaletrain.planning.script_facts import ScriptFacts
@@ -60,7 +59,7 @@ def describe_decisions(
     request: Request, plan: Plan, facts: ScriptFacts, recovered: Recovery, *, checks_script: bool
 ) -> list[tuple[str, str]]:
     """What the job does with the script, as (what, decided and why) rows for `submit`."""
-    mode = launch_mode(plan.mode)
+    mode = plan.launch_mode
     rows = [
         ("launch", f"{plan.mode}: {mode.description}"),
         ("each process", f"gets {', '.join(mode.script_variables)}"),

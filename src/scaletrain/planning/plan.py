@@ -15,6 +15,7 @@ from scaletrain.core.files import read_text
 from scaletrain.core.toml_text import TomlError, parse_toml
 from scaletrain.planning.extras import JobExtras
 from scaletrain.planning.memory import MemoryEstimate
+from scaletrain.planning.modes import LaunchMode, launch_mode
 from scaletrain.planning.software import JobSoftware
 
 
@@ -98,6 +99,12 @@ class Plan:
     def world_size(self) -> int:
         """Training processes in total: one per GPU."""
         return self.nodes * self.gpus_per_node
+
+    @property
+    def launch_mode(self) -> LaunchMode:
+        """The launch mode, whose template renders this plan (an edited plan.toml may name
+        one that does not exist: an error naming the known ones)."""
+        return launch_mode(self.mode)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for TOML and JSON; fields that are None are left out."""
