@@ -1,28 +1,29 @@
 """What a checkpoint costs, at 1, 2 and 4 ranks, in one run (interleaved rounds, medians):
 
-- save and load throughput of scaletrain's Checkpointer next to a plain fsynced write and
-  read of the same bytes (each rank its share, in parallel) and next to plain
-  torch.distributed.checkpoint (DCP) save/load of the same state with default options;
+- save and load throughput of scaletrain's Checkpointer on each storage ("dcp", the
+  default, and the opt-in "direct") next to a plain fsynced write and read of the same bytes
+  (each rank its share, in parallel) and next to plain torch.distributed.checkpoint (DCP)
+  save/load of the same state with default options; each figure divides the bytes of the
+  one checkpoint a round saved and loaded by its time;
 - for a training loop: how long a synchronous save stalls it, and for an asynchronous save
-  (scaletrain's; the least work any asynchronous save does, least_async_save.py; and that
-  save's write alone, without its copy and checksum: the disk's share of the floor) how
-  long the loop was blocked (the step the save started after, plus any wait of the next
-  optimizer step for the background copy of its state) and its total slowdown (the extra
-  time, over the same loop's median step once the save is over, of every step the background
-  write overlapped, plus any wait for it at the end); and the CPU time each save added to
-  rank 0's process over those steps, the writer thread's included.
+  (plain DCP's `async_save` and scaletrain's on each storage) how long the loop was blocked
+  (the step the save started after, plus any wait of the next optimizer step for a
+  background copy of its state) and its total slowdown (the extra time, over the same
+  loop's median step once the save is over, of every step the background write
+  overlapped, plus any wait for it at the end); and the CPU time each save added to rank 0's
+  process over those steps, the writer threads' included.
 
-    .venv/bin/python benchmarks/checkpoint_cost.py             # 201 MB of state, ~15 min
-    .venv/bin/python benchmarks/checkpoint_cost.py --layers 8  # 403 MB
-    # 2,400 small tensors (20 MB): what a save costs per tensor
-    .venv/bin/python benchmarks/checkpoint_cost.py --layers 300 --width 64 \
-        --out benchmarks/results/checkpoint_cost_many_tensors.json
+    .venv/bin/python benchmarks/checkpoint_cost.py             # 201 MB of state, ~40 min
+    # 2,400 small tensors (15 MB): what a save costs per tensor
+    .venv/bin/python benchmarks/checkpoint_cost.py --layers 300 --width 64 --ranks 1 2 \
+        --rounds 4 --out benchmarks/results/checkpoint_cost_many_tensors.json
 
 Loads read from the disk, not from the page cache: every file is dropped from the cache
 (posix_fadvise DONTNEED, after fsync) before each load and each plain read. Each rank is one
 torchrun process; a measurement starts together on all ranks and ends with the slowest.
-Writes benchmarks/results/checkpoint_cost.json (benchmarks/run_all.py summarizes it), or
-the file --out names.
+Plain DCP's asynchronous save gets a gloo group of its own, as DCP advises (its collectives
+run in a thread beside training's). Writes benchmarks/results/checkpoint_cost.json
+(benchmarks/run_all.py summarizes it), or the file --out names.
 """
 
 from __future__ import annotations
@@ -43,17 +44,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from least_async_save import LeastAsyncSave
-
 RESULTS = Path(__file__).resolve().parent / "results"
-SAVES = ("plain write", "plain DCP", "scaletrain")
-LOADS = ("plain read", "plain DCP", "scaletrain")
-# "least": the least work any asynchronous save does (least_async_save.py), the floor that
-# scaletrain's asynchronous save is measured against; "write only": its write alone.
-LOOPS = ("synchronous", "asynchronous", "least", "write only")
-LEAST_SAVES = ("least", "write only")
-# The plain write and read move the same bytes as scaletrain's checkpoint, split over ranks.
+STORAGES = ("dcp", "direct")
+SCALETRAIN = tuple(f"scaletrain {storage}" for storage in STORAGES)
+SAVES = ("plain write", "plain DCP", *SCALETRAIN)
+LOADS = ("plain read", "plain DCP", *SCALETRAIN)
+# Each save in a training loop, synchronous and asynchronous: (who, how).
+LOOPS = tuple(f"{who} {how}" for who in ("plain DCP", *SCALETRAIN) for how in ("sync", "async"))
+# The plain write and read move the same bytes as the state, split over the ranks.
 _SIZE_OF = {"plain write": "plain", "plain read": "plain"}
 # Steps a loop goes on for while a background write is in flight, at most.
 MAX_STEPS = 400
@@ -120,19 +118,66 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
     return model, optimizer
 
 
+class PlainDcp:
+    """Plain DCP's save, load and async_save of a model and optimizer, default options."""
+
+    def __init__(self, model: Any, optimizer: Any, root: Path, group: Any = None) -> None:
+        self.model, self.optimizer, self.root, self.group = model, optimizer, root, group
+        self._saving: Any = None
+        self.waited_for_copy_s = 0.0  # async_save copies the whole state before it returns
+
+    def state(self) -> dict[str, Any]:
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model_state, optimizer_state = get_state_dict(self.model, self.optimizer)
+        return {"model": model_state, "optimizer": optimizer_state}
+
+    def save(self, step: int, *, asynchronous: bool = False) -> None:
+        import torch.distributed.checkpoint as dcp
+
+        self.wait()
+        folder = self.folder(step)
+        if asynchronous:
+            self._saving = dcp.async_save(
+                self.state(), checkpoint_id=folder, process_group=self.group
+            )
+        else:
+            dcp.save(self.state(), checkpoint_id=folder)
+
+    def folder(self, step: int) -> Path:
+        return self.root / f"step-{step}"
+
+    def load(self, step: int) -> None:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import set_state_dict
+
+        state = self.state()
+        dcp.load(state, checkpoint_id=self.folder(step))
+        set_state_dict(
+            self.model,
+            self.optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optimizer"],
+        )
+
+    @property
+    def in_flight(self) -> bool:
+        return self._saving is not None and not self._saving.done()
+
+    def wait(self) -> None:
+        saving, self._saving = self._saving, None
+        if saving is not None:
+            saving.result()
+
+
 def throughput_round(args: argparse.Namespace, work: Path, number: int) -> dict[str, Any]:
     """One save and one load of each kind, in an order that turns each round."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-
     import scaletrain as st
     from scaletrain.checkpoint.layout import CheckpointStore
 
     env = st.current_env()
     model, optimizer = build(args)
-    run_dir = work / "scaletrain"
-    ckpt = st.Checkpointer(model=model, optimizer=optimizer, every_minutes=None, run_dir=run_dir)
-    dcp_folder = work / "dcp" / f"round-{number}"
+    plain_dcp = PlainDcp(model, optimizer, work / "dcp")
     plain = work / f"plain-{env.rank}.bin"
     share = max(1, state_bytes(args) // env.world_size)
     buffer = bytearray(os.urandom(share))
@@ -147,95 +192,92 @@ def throughput_round(args: argparse.Namespace, work: Path, number: int) -> dict[
         with plain.open("rb", buffering=0) as file:
             file.readinto(buffer)  # type: ignore[attr-defined]
 
-    def dcp_save() -> None:
-        model_state, optimizer_state = get_state_dict(model, optimizer)
-        dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=dcp_folder)
-
-    def dcp_load() -> None:
-        model_state, optimizer_state = get_state_dict(model, optimizer)
-        state = {"model": model_state, "optimizer": optimizer_state}
-        dcp.load(state, checkpoint_id=dcp_folder)
-        set_state_dict(
-            model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"]
+    run_dirs = {name: work / name.replace(" ", "-") for name in SCALETRAIN}
+    checkpointers = {
+        name: st.Checkpointer(
+            model=model, optimizer=optimizer, every_minutes=None, run_dir=run_dirs[name],
+            storage=storage,
         )
+        for name, storage in zip(SCALETRAIN, STORAGES, strict=True)
+    }  # fmt: skip
 
-    def scaletrain_save() -> None:
-        ckpt.step += 1
-        ckpt.save(reason="benchmark")
+    def scaletrain_save(name: str) -> Callable[[], None]:
+        def save() -> None:
+            ckpt = checkpointers[name]
+            ckpt.step += 1
+            ckpt.save(reason="benchmark")
 
-    def scaletrain_load() -> None:
-        st.Checkpointer(model=model, optimizer=optimizer, every_minutes=None, run_dir=run_dir)
+        return save
 
-    saves = {"plain write": plain_write, "plain DCP": dcp_save, "scaletrain": scaletrain_save}
-    loads = {"plain read": plain_read, "plain DCP": dcp_load, "scaletrain": scaletrain_load}
-    folders = {"plain read": plain, "plain DCP": dcp_folder, "scaletrain": run_dir}
+    def scaletrain_load(name: str, storage: str) -> Callable[[], None]:
+        def load() -> None:
+            st.Checkpointer(
+                model=model, optimizer=optimizer, every_minutes=None, run_dir=run_dirs[name],
+                storage=storage,
+            )  # fmt: skip
+
+        return load
+
+    saves = {"plain write": plain_write, "plain DCP": lambda: plain_dcp.save(number)}
+    loads = {"plain read": plain_read, "plain DCP": lambda: plain_dcp.load(number)}
+    for name, storage in zip(SCALETRAIN, STORAGES, strict=True):
+        saves[name] = scaletrain_save(name)
+        loads[name] = scaletrain_load(name, storage)
     seconds: dict[str, dict[str, float]] = {"save": {}, "load": {}}
     turn = number % len(SAVES)
     for name in SAVES[turn:] + SAVES[:turn]:
         seconds["save"][name] = timed(saves[name])
+    # The checkpoint this round saved, which its load reads: the runs keep the newest three.
+    newest = {
+        name: CheckpointStore(run_dirs[name] / "checkpoints").complete()[0] for name in SCALETRAIN
+    }
+    folders = {"plain read": plain, "plain DCP": plain_dcp.folder(number), **newest}
     for name in LOADS[turn:] + LOADS[:turn]:
         if env.is_main:
             target = folders[name]
             drop_from_cache(target.parent if target.is_file() else target)
         seconds["load"][name] = timed(loads[name])
-    # The checkpoint this round saved and loaded: the run keeps the newest three.
-    newest = CheckpointStore(run_dir / "checkpoints").complete()[0]
-    size = {
-        "scaletrain": folder_bytes(newest),
-        "plain DCP": folder_bytes(dcp_folder),
-        "plain": share * env.world_size,
-    }
-    return {"seconds": seconds, "bytes": size}
-
-
-def share_of(tensors: list[Any], rank: int, world_size: int) -> list[Any]:
-    """This rank's share of `tensors`, balanced by bytes as DCP balances the replicated
-    tensors of a DDP model between the ranks that write them."""
-    shares: list[list[Any]] = [[] for _ in range(world_size)]
-    sizes = [0] * world_size
-    for tensor in sorted(tensors, key=lambda tensor: tensor.nbytes, reverse=True):
-        smallest = sizes.index(min(sizes))
-        shares[smallest].append(tensor)
-        sizes[smallest] += tensor.nbytes
-    return shares[rank]
+    size = {name: folder_bytes(folders[name]) for name in ("plain DCP", *SCALETRAIN)}
+    return {"seconds": seconds, "bytes": size | {"plain": share * env.world_size}}
 
 
 def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any]:
-    """Train `window` steps after one save (synchronous, asynchronous, or the least
-    asynchronous one), and on until the loop has run SETTLED_STEPS without a write in flight."""
+    """Train `window` steps after one save of `mode` (who saves, sync or async), and on
+    until the loop has run SETTLED_STEPS without a write in flight."""
     import torch
 
     import scaletrain as st
+    from scaletrain.runtime.process_group import new_group
 
     model, optimizer = build(args)
+    who, how = mode.rsplit(" ", 1)
+    asynchronous = how == "async"
+    folder = work / f"loop-{mode.replace(' ', '-')}-{time.monotonic_ns()}"
     writer: Any
-    if mode in LEAST_SAVES:
-        env = st.current_env()
-        state = [*model.parameters()]
-        state += [value for each in optimizer.state.values() for value in each.values()]
-        writer = LeastAsyncSave(
-            share_of(state, env.rank, env.world_size),
-            work / f"least-{env.rank}.bin",
-            copy=mode == "least",
+    if who == "plain DCP":
+        # A group of its own for DCP's collectives in its writer thread (gloo: CPU tensors).
+        group = (
+            new_group(backend="gloo") if asynchronous and st.current_env().world_size > 1 else None
         )
-        optimizer.register_step_pre_hook(writer.before_step)
+        writer = PlainDcp(model, optimizer, folder, group)
 
         def save(step: int, reason: str) -> None:
-            writer.start()
+            writer.save(step, asynchronous=asynchronous)
     else:
         ckpt = st.Checkpointer(
             model=model,
             optimizer=optimizer,
             every_minutes=None,
             keep=1,
-            asynchronous=mode == "asynchronous",
-            run_dir=work / f"loop-{mode}-{time.monotonic_ns()}",
+            asynchronous=asynchronous,
+            storage=who.removeprefix("scaletrain "),
+            run_dir=folder,
         )
         writer = ckpt._writer
 
         def save(step: int, reason: str) -> None:
             ckpt.step = step
-            ckpt._save(reason, blocking=mode == "synchronous")
+            ckpt._save(reason, blocking=not asynchronous)
 
     batch = torch.randn(args.batch, args.width)
     warmup = 3
@@ -244,17 +286,17 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
     step, settled = 0, 0
     # At least `window` steps after the save, on while a background write is in flight on
     # any rank (the slowdown is what the steps it overlaps lose, not a wait for it), and
-    # SETTLED_STEPS more after that, for the loop's own step time. Both modes ask (a tiny
+    # SETTLED_STEPS more after that, for the loop's own step time. Every mode asks (a tiny
     # all_reduce per step), so that the steps stay comparable.
     while (step < warmup + args.window or settled < SETTLED_STEPS) and step < warmup + MAX_STEPS:
         arrivals.append(time.perf_counter())
-        cpu_times.append(time.process_time())  # this rank's every thread: the writer's too
+        cpu_times.append(time.process_time())  # this rank's every thread: the writers' too
         model(batch).square().mean().backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if step == 0:
             # A first save, not measured: a run's saves after its first reuse the staging
-            # buffers (and the folders exist), and that steady state is what is measured.
+            # memory (and the folders exist), and that steady state is what is measured.
             save(1, "benchmark warm-up")
             writer.wait()
             waited_before = writer.waited_for_copy_s
@@ -262,14 +304,13 @@ def loop_round(args: argparse.Namespace, work: Path, mode: str) -> dict[str, Any
             # One save at a chosen step boundary, as the loop's own boundary would start it.
             save(step + 1, "benchmark")
         step += 1
-        writing = st.total(float(mode != "synchronous" and writer.in_flight)) > 0
+        writing = st.total(float(asynchronous and writer.in_flight)) > 0
         in_flight.append(writing)
         settled = 0 if writing else settled + 1
     arrivals.append(time.perf_counter())
     cpu_times.append(time.process_time())
     started = time.perf_counter()
-    if mode != "synchronous":
-        writer.wait()  # only when the write outlasted MAX_STEPS steps
+    writer.wait()  # only when the write outlasted MAX_STEPS steps
     final_wait = time.perf_counter() - started
 
     def per_step(times: list[float]) -> list[float]:
@@ -325,6 +366,24 @@ def worker(args: argparse.Namespace) -> None:
 # ---- the driver: one torchrun per number of ranks, then the summary ---------------------
 
 
+def loop_costs(rounds: list[dict[str, Any]], mode: str) -> dict[str, list[float]]:
+    """Per round: what one save of `mode` cost the loop (stall or slowdown, s), how long it
+    blocked the loop (s), and the CPU time it added to rank 0's process (s)."""
+    costs: dict[str, list[float]] = {"stall": [], "blocked": [], "cpu": []}
+    for one in rounds:
+        loop = one["loops"][mode]
+        # Only the steps the save overlapped: the noise of the other steps stays out.
+        steps = overlapped(loop)
+        baseline = own_step_time(loop["intervals_s"], steps)
+        extra = sum(loop["intervals_s"][i] - baseline for i in steps)
+        costs["stall"].append(extra + loop["final_wait_s"])
+        costs["blocked"].append(loop["intervals_s"][0] - baseline + loop["waited_for_copy_s"])
+        cpu_per_step = own_step_time(loop["cpu_s"], steps)
+        extra_cpu = sum(loop["cpu_s"][i] - cpu_per_step for i in steps)
+        costs["cpu"].append(extra_cpu + loop["final_cpu_s"])
+    return costs
+
+
 def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     median = statistics.median
     rates: dict[str, dict[str, list[float]]] = {"save": {}, "load": {}}
@@ -334,57 +393,35 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             for name, seconds in times.items():
                 size = sizes[_SIZE_OF.get(name, name)]
                 rates[kind].setdefault(name, []).append(size / 1e6 / seconds)
-    # Older result files have no "least" or "write only" loop.
-    modes = [mode for mode in LOOPS if mode in rounds[0]["loops"]]
-    stalls: dict[str, list[float]] = {mode: [] for mode in modes}
-    cpu: dict[str, list[float]] = {mode: [] for mode in modes}
-    blocked: dict[str, list[float]] = {mode: [] for mode in modes if mode != "synchronous"}
-    for one in rounds:
-        for mode in modes:
-            loop = one["loops"][mode]
-            # Only the steps the save overlapped: the noise of the other steps stays out.
-            steps = overlapped(loop)
-            baseline = own_step_time(loop["intervals_s"], steps)
-            extra = sum(loop["intervals_s"][i] - baseline for i in steps)
-            stalls[mode].append(extra + loop["final_wait_s"])
-            cpu_per_step = own_step_time(loop["cpu_s"], steps)
-            extra_cpu = sum(loop["cpu_s"][i] - cpu_per_step for i in steps)
-            cpu[mode].append(extra_cpu + loop["final_cpu_s"])
-            if mode in blocked:
-                blocked[mode].append(loop["intervals_s"][0] - baseline + loop["waited_for_copy_s"])
     mb_per_s = {kind: {name: median(v) for name, v in by.items()} for kind, by in rates.items()}
-    sync_stall = median(stalls["synchronous"])
-    least = (
-        {
-            "least_slowdown_s": median(stalls["least"]),
-            "least_blocked_s": median(blocked["least"]),
-            "least_slowdown_vs_sync": median(stalls["least"]) / sync_stall,
-            "async_slowdown_vs_least": median(stalls["asynchronous"]) / median(stalls["least"]),
+    costs = {mode: loop_costs(rounds, mode) for mode in LOOPS}
+    loops = {
+        mode: {f"{name}_s": median(values) for name, values in by.items()}
+        for mode, by in costs.items()
+    }
+    for who in ("plain DCP", *SCALETRAIN):
+        sync_stall = loops[f"{who} sync"]["stall_s"]
+        asynchronous = loops[f"{who} async"]
+        # An asynchronous save's slowdown of the loop against the same saver's synchronous
+        # stall (the target: at most 0.25), and the time it blocked the loop against it.
+        asynchronous["slowdown_vs_sync"] = asynchronous["stall_s"] / sync_stall
+        asynchronous["blocked_vs_sync"] = asynchronous["blocked_s"] / sync_stall
+    ratios = {
+        f"{kind}_vs_{base.replace(' ', '_')}": {
+            name: mb_per_s[kind][name] / mb_per_s[kind][base] for name in SCALETRAIN
         }
-        if "least" in modes
-        else {}
-    )
-    if "write only" in modes:
-        least["write_only_slowdown_s"] = median(stalls["write only"])
-        least["write_only_slowdown_vs_sync"] = median(stalls["write only"]) / sync_stall
+        for kind, bases in (
+            ("save", ("plain write", "plain DCP")),
+            ("load", ("plain read", "plain DCP")),
+        )
+        for base in bases
+    }
     return {
         "mb_per_s": mb_per_s,
         "mb_per_s_each_round": rates,
-        "save_vs_plain_write": mb_per_s["save"]["scaletrain"] / mb_per_s["save"]["plain write"],
-        "save_vs_plain_dcp": mb_per_s["save"]["scaletrain"] / mb_per_s["save"]["plain DCP"],
-        "load_vs_plain_read": mb_per_s["load"]["scaletrain"] / mb_per_s["load"]["plain read"],
-        "load_vs_plain_dcp": mb_per_s["load"]["scaletrain"] / mb_per_s["load"]["plain DCP"],
-        "sync_stall_s": sync_stall,
-        "async_slowdown_s": median(stalls["asynchronous"]),
-        "async_blocked_s": median(blocked["asynchronous"]),
-        "async_slowdown_vs_sync": median(stalls["asynchronous"]) / sync_stall,
-        "async_blocked_vs_sync": median(blocked["asynchronous"]) / sync_stall,
-        **least,
-        "stalls_each_round_s": stalls,
-        # CPU seconds a save added to rank 0's process (the writer thread's included): what
-        # an asynchronous save takes from training when training uses every core.
-        "save_cpu_s": {mode: median(values) for mode, values in cpu.items()},
-        "save_cpu_each_round_s": cpu,
+        **ratios,
+        "loops": loops,
+        "loops_each_round": costs,
     }
 
 
@@ -413,18 +450,24 @@ def driver(args: argparse.Namespace) -> None:
         ]
         environ = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // ranks))}
         started = time.perf_counter()
-        subprocess.run(command, check=True, env=environ, timeout=3600)
+        load_before = os.getloadavg()
+        subprocess.run(command, check=True, env=environ, timeout=3 * 3600)
         rounds = json.loads(out.read_text(encoding="utf-8"))
         out.unlink()
-        results[str(ranks)] = {"summary": summarize(rounds), "rounds": rounds}
+        results[str(ranks)] = {
+            "summary": summarize(rounds),
+            # Other work on the machine shows as a load above what this run puts on it.
+            "load_average_1_5_15_before": load_before,
+            "load_average_1_5_15_after": os.getloadavg(),
+            "rounds": rounds,
+        }
         print(f"{ranks} rank(s): {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    load = os.getloadavg()
     record = {
         "time": datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": {
             "host": platform.node(),
             "cpus": os.cpu_count(),
-            "load_average_1_5_15": load,
+            "load_average_1_5_15": os.getloadavg(),
             "torch": torch.__version__,
             "scaletrain": scaletrain.__version__,
         },
@@ -438,27 +481,23 @@ def driver(args: argparse.Namespace) -> None:
 
 
 def show(record: dict[str, Any], path: Path) -> None:
-    machine, settings = record["machine"], record["settings"]
-    print(f"state {settings['state_mb']:,.0f} MB; load average {machine['load_average_1_5_15']}")
-    print(
-        "ranks  save MB/s: plain / DCP / scaletrain   load MB/s: plain / DCP / scaletrain   "
-        "sync stall  async slowdown (blocked)  least async slowdown  its write alone"
-    )
+    settings = record["settings"]
+    print(f"state {settings['state_mb']:,.0f} MB, {settings['rounds']} rounds; MB/s, medians")
     for ranks, result in record["by_ranks"].items():
         summary = result["summary"]
-        save, load = summary["mb_per_s"]["save"], summary["mb_per_s"]["load"]
-        print(
-            f"{ranks:>5}  {save['plain write']:>10,.0f} / {save['plain DCP']:,.0f} / "
-            f"{save['scaletrain']:,.0f} ({summary['save_vs_plain_write']:.2f}, "
-            f"{summary['save_vs_plain_dcp']:.2f})   {load['plain read']:>6,.0f} / "
-            f"{load['plain DCP']:,.0f} / {load['scaletrain']:,.0f} "
-            f"({summary['load_vs_plain_read']:.2f}, {summary['load_vs_plain_dcp']:.2f})   "
-            f"{summary['sync_stall_s']:.2f} s  {summary['async_slowdown_s']:.2f} s "
-            f"({summary['async_slowdown_vs_sync']:.2f}) ({summary['async_blocked_s']:.3f} s, "
-            f"{summary['async_blocked_vs_sync']:.3f})  {summary['least_slowdown_s']:.2f} s "
-            f"({summary['least_slowdown_vs_sync']:.2f})  "
-            f"{summary.get('write_only_slowdown_s', float('nan')):.2f} s"
-        )
+        load = result["load_average_1_5_15_before"][0]
+        print(f"{ranks} rank(s), load average before {load:.1f}:")
+        for kind, names in (("save", SAVES), ("load", LOADS)):
+            rates = summary["mb_per_s"][kind]
+            text = ", ".join(f"{name} {rates[name]:,.0f}" for name in names)
+            print(f"  {kind}: {text}")
+        for who in ("plain DCP", *SCALETRAIN):
+            sync, asynchronous = summary["loops"][f"{who} sync"], summary["loops"][f"{who} async"]
+            print(
+                f"  {who}: sync stall {sync['stall_s']:.3f} s, async slowdown "
+                f"{asynchronous['stall_s']:.3f} s ({asynchronous['slowdown_vs_sync']:.2f} of "
+                f"sync), blocked {asynchronous['blocked_s']:.3f} s"
+            )
     print(f"results: {path}")
 
 
