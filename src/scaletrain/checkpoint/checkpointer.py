@@ -198,7 +198,7 @@ class Checkpointer:
             # Before any rank can write: rank 0's broadcast in load_newest waits for this.
             self._target.store.remove_unfinished()
             previous_stop = stop.clear_stop_files(self._folder)
-        resumed = load_newest(self._objects, self._target, self._writer.storage)
+        resumed = load_newest(self._objects, self._target)
         if resumed is not None:
             self._continue_from(resumed, previous_stop)
 

@@ -1,11 +1,8 @@
 """The default storage: checkpoint files through DCP's public API alone.
 
 A save is `torch.distributed.checkpoint.save`, or `async_save` with DCP's own stager
-(torch_compat.py); a load is `load`, with the metadata allowlist of safe_load.py. What
-scaletrain adds: after the write, each rank takes the size and CRC-32 of the files it wrote
-(still in its page cache) and rank 0 gathers them for the manifest; before a load, each rank
-checks the CRC-32 of its share of the files (resume.py), so a damaged file is found before
-anything is loaded.
+(torch_compat.py). What scaletrain adds: after the write, each rank takes the size and CRC-32
+of the files it wrote (still in its page cache) and rank 0 gathers them for the manifest.
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ from typing import Any
 
 import torch.distributed as dist
 from torch.distributed.checkpoint.filesystem import FileSystemWriter
-from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from scaletrain.checkpoint.layout import files_of_rank
@@ -27,16 +23,14 @@ from scaletrain.checkpoint.process_switches import (
     without_automatic_gc,
     without_dcp_collectives,
 )
-from scaletrain.checkpoint.safe_load import SafeFileSystemReader, SafeLoadPlanner
 from scaletrain.checkpoint.torch_compat import AsyncSaver
 from scaletrain.checkpoint.writer import SaveTarget
 
 
 class DcpStorage:
-    """Saves and loads with DCP's `save`, `async_save` and `load`."""
+    """Saves with DCP's `save` and `async_save`."""
 
     copies_in_background = False
-    checks_while_reading = False
     waited_for_copy_s = 0.0
 
     def __init__(self, target: SaveTarget, *, pin: bool) -> None:
@@ -79,23 +73,6 @@ class DcpStorage:
 
     def before_step(self) -> None:
         """Nothing to wait for: DCP's stager copied the whole state in `start`."""
-
-    def read(
-        self,
-        folder: Path,
-        state: dict[str, Any],
-        files: dict[str, FileDigest],
-        share: list[str],
-    ) -> list[str]:
-        with without_automatic_gc():
-            dcp_load(
-                state,
-                storage_reader=SafeFileSystemReader(folder),
-                planner=SafeLoadPlanner(),
-                process_group=self._group,
-                no_dist=without_dcp_collectives(self._world_size),
-            )
-        return []
 
     def _digests(self, folder: Path) -> dict[str, FileDigest]:
         """The digests of the files this rank wrote into `folder` (rank 0: `.metadata` too),

@@ -1,10 +1,9 @@
 """Find the newest intact checkpoint of a run and load it into the training objects.
 
 Before anything is loaded, every rank checks its share of the files (those it wrote, when
-the number of ranks is unchanged: sizes and CRC-32) and rank 0 checks DCP's metadata (CRC-32,
-then an allowlist); the ranks agree. A storage that takes the share's CRC-32 on the bytes it
-loads (the direct storage's reader) is left the CRC-32 of the shards; the ranks agree again
-after the load. Only an intact checkpoint's state is put into the objects.
+the number of ranks is unchanged: sizes and CRC-32) and rank 0 checks DCP's metadata against
+an allowlist; the ranks agree. DCP's `load` then reads the checkpoint, whichever storage
+wrote it, and only then is its state put into the objects.
 
 A damaged checkpoint is reported by name, renamed to step-N.damaged (nothing is deleted)
 and the next older one is tried. An intact checkpoint that does not fit the model (the
@@ -23,18 +22,23 @@ from typing import Any
 
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
 from scaletrain.checkpoint.deepspeed_state import SECTION
 from scaletrain.checkpoint.layout import files_of_rank
 from scaletrain.checkpoint.manifest import (
     DamagedCheckpointError,
     Manifest,
-    size_problems,
     verify_files,
 )
-from scaletrain.checkpoint.safe_load import METADATA_NAME, SafeFileSystemReader, check_metadata
+from scaletrain.checkpoint.process_switches import without_automatic_gc, without_dcp_collectives
+from scaletrain.checkpoint.safe_load import (
+    METADATA_NAME,
+    SafeFileSystemReader,
+    SafeLoadPlanner,
+    check_metadata,
+)
 from scaletrain.checkpoint.state import TrainingObjects
-from scaletrain.checkpoint.storage import Storage
 from scaletrain.checkpoint.writer import RANK_STATE_KEY, SaveTarget
 from scaletrain.core.errors import ScaletrainError
 
@@ -68,47 +72,43 @@ def _from_all_ranks(value: list[str], target: SaveTarget) -> list[str]:
     return [item for part in gathered for item in part]
 
 
-def _check(folder: Path, target: SaveTarget, *, whole: bool) -> tuple[list[str], list[str]]:
-    """What is wrong with this rank's share of a checkpoint that shows before loading (empty:
-    nothing), and the names of its shards: their CRC-32 is checked here when `whole`, else
-    by the load, on the bytes it reads."""
+def _check(folder: Path, target: SaveTarget) -> list[str]:
+    """What is wrong with this rank's share of a checkpoint (empty: nothing)."""
     try:
         manifest = Manifest.read(folder)
     except DamagedCheckpointError as error:
-        return ([error.problem] if target.rank == 0 else []), []
+        return [error.problem] if target.rank == 0 else []
     mine = files_of_rank(set(manifest.files), target.rank, target.world_size)
     expected = {name: manifest.files[name] for name in mine}
     # DCP reads the metadata itself, to plan the load: it is checked whole (small) before.
-    metadata = {name: want for name, want in expected.items() if name == METADATA_NAME}
-    problems = size_problems(folder, expected) or verify_files(
-        folder, expected if whole else metadata
-    )
-    if metadata and not problems:
+    problems = verify_files(folder, expected)
+    if METADATA_NAME in expected and not problems:
         try:
             check_metadata(folder)
         except (OSError, EOFError, pickle.UnpicklingError) as error:
             problems.append(f"{METADATA_NAME} cannot be read safely ({error})")
-    return problems, [name for name in expected if name not in metadata]
+    return problems
 
 
 def _read(
-    folder: Path,
-    objects: TrainingObjects,
-    storage: Storage,
-    target: SaveTarget,
-    manifest: Manifest,
-    share: list[str],
-) -> tuple[list[str], dict[str, Any]]:
-    """Read the checkpoint into the structure of `objects`' state (the storage may check the
-    files of this rank's share on the way); return the problems found and the state."""
+    folder: Path, objects: TrainingObjects, target: SaveTarget, manifest: Manifest
+) -> dict[str, Any]:
+    """The checkpoint, read into the structure of `objects`' state."""
     state = objects.state_dict()  # the structure to fill, with this run's shapes
     if target.rank < manifest.world_size:
         state[RANK_STATE_KEY] = {str(target.rank): ""}
     try:
-        problems = storage.read(folder, state, manifest.files, share)
+        with without_automatic_gc():
+            dcp_load(
+                state,
+                storage_reader=SafeFileSystemReader(folder),
+                planner=SafeLoadPlanner(),
+                process_group=target.group,
+                no_dist=without_dcp_collectives(target.world_size),
+            )
     except (Exception, CheckpointException) as error:  # DCP's is a BaseException
         raise _does_not_fit(folder, error, state) from error
-    return problems, state
+    return state
 
 
 def _apply(folder: Path, objects: TrainingObjects, state: dict[str, Any], rank: int) -> Any:
@@ -176,23 +176,19 @@ def _strategy_mismatch(folder: Path, *, into_deepspeed: bool) -> ScaletrainError
     )
 
 
-def load_newest(objects: TrainingObjects, target: SaveTarget, storage: Storage) -> Resumed | None:
+def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
     """Load the newest intact checkpoint on every rank (a collective); None if there is none."""
     store = target.store
     found = ([folder.name for folder in store.complete()], bool(store.damaged()))
     names, any_damaged = _from_rank_zero(found, target)
     for name in names:
         folder = store.root / name
-        mine, share = _check(folder, target, whole=not storage.checks_while_reading)
-        problems = _from_all_ranks(mine, target)
-        if not problems:
-            manifest = Manifest.read(folder)
-            mine, state = _read(folder, objects, storage, target, manifest, share)
-            problems = _from_all_ranks(mine, target)
+        problems = _from_all_ranks(_check(folder, target), target)
         if problems:
-            # Tensors read from a damaged checkpoint are overwritten by the next one loaded.
             _set_aside(folder, problems, target)
             continue
+        manifest = Manifest.read(folder)
+        state = _read(folder, objects, target, manifest)
         rank_state = _apply(folder, objects, state, target.rank)
         return Resumed(folder=folder, manifest=manifest, rank_state=rank_state)
     if names or any_damaged:

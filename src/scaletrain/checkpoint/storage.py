@@ -1,7 +1,7 @@
-"""How one rank's share of a checkpoint becomes files and is read back: the storage a run
-uses, chosen by `Checkpointer(storage=...)`.
+"""How one rank's share of a checkpoint becomes files: the storage a run uses, chosen by
+`Checkpointer(storage=...)`. Every checkpoint is read back by DCP's own `load` (resume.py).
 
-- "dcp" (the default): DCP's public `save`, `async_save` with DCP's own stager, and `load`
+- "dcp" (the default): DCP's public `save`, and `async_save` with DCP's own stager
   (dcp_storage.py).
 - "direct": an opt-in storage of scaletrain's own (direct/), on private torch entry points:
   used only on the torch versions it was tested on, else "dcp" with one notice line.
@@ -29,14 +29,11 @@ STORAGES: tuple[StorageName, ...] = ("dcp", "direct")
 
 
 class Storage(Protocol):
-    """Writes and reads one rank's share of a checkpoint, in DCP's format."""
+    """Writes one rank's share of a checkpoint, in DCP's format."""
 
     copies_in_background: bool
     """Whether an asynchronous save copies what only optimizer steps change after `start`
     returns: the next optimizer step must call `before_step` first."""
-    checks_while_reading: bool
-    """Whether `read` takes the CRC-32 of the rank's share on the bytes it loads; if not,
-    the share is checked before the load (resume.py)."""
     waited_for_copy_s: float
     """Seconds optimizer steps waited in `before_step`, over the run."""
 
@@ -56,17 +53,6 @@ class Storage(Protocol):
 
     def before_step(self) -> None:
         """Wait until the state an optimizer step is about to change is copied."""
-        ...
-
-    def read(
-        self,
-        folder: Path,
-        state: dict[str, Any],
-        files: dict[str, FileDigest],
-        share: list[str],
-    ) -> list[str]:
-        """Load `folder` into `state` (a collective); one line per damaged file of `share`
-        found on the way (always none unless `checks_while_reading`)."""
         ...
 
 

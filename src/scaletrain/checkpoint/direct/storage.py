@@ -1,5 +1,5 @@
 """The direct storage: each rank's file built in memory and written around the page cache,
-a plan reused while the state's layout stays, a reader that loads each file once.
+with its checksum taken on the way, and a plan reused while the state's layout stays.
 
 An asynchronous save stages at the step boundary what the next forward and backward may
 change (stager.py) and leaves the rest, the parameters and optimizer state only
@@ -16,11 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
 from scaletrain.checkpoint.direct.file_image import FileImage, PlanChangedError
 from scaletrain.checkpoint.direct.plan_cache import PlanCache
-from scaletrain.checkpoint.direct.reader import VerifyingReader
 from scaletrain.checkpoint.direct.stager import Deferred, stage
 from scaletrain.checkpoint.direct.writer import (
     DirectWriter,
@@ -31,10 +29,8 @@ from scaletrain.checkpoint.direct.writer import (
 from scaletrain.checkpoint.manifest import FileDigest
 from scaletrain.checkpoint.process_switches import (
     without_automatic_gc,
-    without_dcp_collectives,
     without_record_checksums,
 )
-from scaletrain.checkpoint.safe_load import SafeLoadPlanner
 from scaletrain.checkpoint.state import local_part
 from scaletrain.checkpoint.writer import SaveAbandonedError, SaveTarget
 
@@ -52,10 +48,9 @@ def many_small_tensors(state: Any) -> bool:
 
 
 class DirectStorage:
-    """Saves with a file image, direct writes and a plan cache; loads with VerifyingReader."""
+    """Saves with a file image, direct writes and a plan cache."""
 
     copies_in_background = True
-    checks_while_reading = True
 
     def __init__(self, target: SaveTarget, *, pin: bool, asynchronous: bool) -> None:
         self._target = target
@@ -128,24 +123,6 @@ class DirectStorage:
         started = time.perf_counter()
         copied.wait()
         self.waited_for_copy_s += time.perf_counter() - started
-
-    def read(
-        self,
-        folder: Path,
-        state: dict[str, Any],
-        files: dict[str, FileDigest],
-        share: list[str],
-    ) -> list[str]:
-        reader = VerifyingReader(folder, files, verify=share)
-        with without_automatic_gc():
-            dcp_load(
-                state,
-                storage_reader=reader,
-                planner=SafeLoadPlanner(),
-                process_group=self._target.group,
-                no_dist=without_dcp_collectives(self._target.world_size),
-            )
-        return reader.problems
 
     def _write(
         self,
