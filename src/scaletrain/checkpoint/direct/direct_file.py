@@ -1,12 +1,11 @@
 """Checkpoint files written around the page cache (O_DIRECT) where the file system allows it.
 
 Why: a buffered write copies every byte into the kernel's page cache, and that copy (with
-the page allocations behind it) is most of the CPU a save costs. An asynchronous save's
-writer takes that CPU from training: 201 MB of checkpoint cost its writer thread 0.13-0.61 s
-of CPU buffered, most of it in `write`, and 0.08 s direct (docs/checkpoints.md, "On disk"). Written
-directly, the device reads the bytes from this process's buffer and the kernel copies
-nothing. Lustre and GPFS take large aligned direct writes at full speed, and a checkpoint is
-not read again soon by the node that wrote it, so the page cache gains nothing.
+the page allocations behind it) is most of the CPU a save costs, which an asynchronous
+save's writer takes from training. Written directly, the device reads the bytes from this
+process's buffer and the kernel copies nothing. Lustre and GPFS take large aligned direct
+writes at full speed, and a checkpoint is not read again soon by the node that wrote it, so
+the page cache gains nothing.
 
 Direct I/O needs the buffer's address, the length and the file offset aligned to the
 device's block: bytes are gathered in a page-aligned buffer and written in whole blocks; at

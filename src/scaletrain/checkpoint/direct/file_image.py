@@ -4,8 +4,7 @@ Each tensor is copied once, from training's tensor straight to its place among t
 file's bytes; the CRC-32 is taken over that memory in one pass; the disk reads the file from
 the same memory (direct_file.py). Writing through DCP's own writer instead costs two copies
 (a staging copy, then torch.save's bytes into the direct file's buffer) and torch.save's
-pieces one by one: measured in docs/checkpoints.md ("Where an asynchronous save's slowdown
-comes from").
+pieces one by one.
 
 The copy can start before DCP has planned the save, in a thread of its own: each tensor goes
 where the previous save placed it (`start_early_copy`). When the previous save placed every
@@ -144,8 +143,7 @@ class FileImage:
         self._early: dict[int, _InPlace] = {}
         self._let_go = False  # whether training may change the offered tensors before build
         # One thread for the early copies of the whole run, started at the first: starting a
-        # thread per save made the step boundary wait until the new thread first ran (0.8 ms
-        # on average at 2 ranks on 2 cores, more when they are busy).
+        # thread per save makes the step boundary wait until the new thread first runs.
         self._copier: ThreadPoolExecutor | None = None
         self._early_copy: Future[None] | None = None
         self._early_error: BaseException | None = None
@@ -299,9 +297,8 @@ class FileImage:
             self._owner = mmap.mmap(-1, rounded)  # anonymous memory starts at a page
             self._memory = torch.frombuffer(self._owner, dtype=torch.uint8)
         if pinned and not self._pinned:
-            # Page-locked, as torch's own staging does (torch.cuda._pin_memory_utils): the
-            # GPU copies into it at full speed. Written from CUDA's documentation; no GPU
-            # has run it (docs/checkpoints.md).
+            # Page-locked, as torch's own staging does: the GPU copies into it at full speed.
+            # Written from CUDA's documentation; no GPU has run it (docs/checkpoints.md).
             address, size = self._memory.data_ptr(), len(self._owner)
             # 1: cudaHostRegisterPortable. Not pinned (an error code, or a torch build whose
             # runtime bindings lack it): the copy is slower, not wrong.

@@ -3,10 +3,8 @@
 DCP plans every save anew: each rank makes its local plan, rank 0 gathers them, removes the
 duplicates of replicated tensors, makes the global plan and the metadata, scatters the
 plans; after the write, rank 0 gathers every rank's write results and broadcasts the
-metadata. Four object collectives, and pickling, on the writer's thread, at every save:
-3-7 ms of the writer's CPU at 2 ranks for a state of 32 tensors, about what its CRC takes,
-and the plans of 2,400 tensors cost a synchronous save at 2 ranks 0.2 s (docs/checkpoints.md,
-"Where an asynchronous save's slowdown comes from" and "Many small tensors").
+metadata. Four object collectives, and pickling, at every save, which for a state of
+thousands of tensors cost more than the write.
 
 The plan depends only on the state's layout: its keys, and each tensor's dtype, shape,
 chunks and properties. Non-tensor values are written whole, and their lengths are in the

@@ -30,7 +30,7 @@ def stage(
     Tensors are copied into the buffers of `into` (the previous copy, already written) when
     their shapes match: no new memory to fault in at every save. New buffers for GPU tensors
     are pinned (page-locked) when `pin`, for a fast device-to-host copy; torch's caching
-    host allocator rounds each one up to a power of two (docs/checkpoints.md, "Memory").
+    host allocator rounds each one up to a power of two.
 
     Tensors of a dict whose data is at an address in `later` are not copied: their place is
     left empty and appended to `deferred` (the writer thread copies them into the file).

@@ -1,13 +1,11 @@
-"""DCP's file writer and reader, made to run at the disk's speed without losing a guarantee.
+"""DCP's file writer, made to run at the disk's speed without losing a guarantee.
 
-Writing: every file's size and CRC-32 are computed from the bytes on their way to the disk
-(no second read for the manifest); the files bypass the page cache where the file system
-allows it (direct_file.py); torch.save's own CRC of each record inside the file is
-skipped, since the file's CRC covers those bytes; the number of writer threads (one file
-each) follows this rank's share of the state; each file is fsynced once, by DCP. An
-asynchronous save's one file is built in memory first (file_image.py) and written from it.
-
-Reading: reader.py.
+Every file's size and CRC-32 are computed from the bytes on their way to the disk (no second
+read for the manifest); the files bypass the page cache where the file system allows it
+(direct_file.py); torch.save's own CRC of each record inside the file is skipped, since the
+file's CRC covers those bytes; the number of writer threads (one file each) follows this
+rank's share of the state; each file is fsynced once, by DCP. An asynchronous save's one
+file is built in memory first (file_image.py) and written from it.
 
 The files stay DCP's own format: plain `torch.distributed.checkpoint.load` reads them.
 """
@@ -36,7 +34,7 @@ from scaletrain.checkpoint.manifest import FileDigest, crc32
 from scaletrain.checkpoint.state import local_part
 
 # A thread (and file) per this many bytes of a rank's share, up to the rank's cores: below
-# it a thread costs more than it overlaps. Measured in benchmarks/checkpoint_cost.py.
+# it a thread costs more than it overlaps.
 BYTES_PER_WRITER_THREAD = 128 * 1024 * 1024
 MAX_WRITER_THREADS = 4
 _TEMPORARY_SUFFIX = ".tmp"  # DCP writes .metadata.tmp, then renames it
