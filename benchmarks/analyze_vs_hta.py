@@ -68,7 +68,7 @@ def worker_hta(folder: Path) -> dict[str, Any]:
 
 
 def worker_scaletrain(folder: Path) -> dict[str, Any]:
-    from scaletrain.observe.analysis import analyze_traces
+    from scaletrain.observe.analysis.analyze import analyze_traces
 
     started = time.perf_counter()
     analysis = analyze_traces(folder)

@@ -3,7 +3,7 @@ sampler, a sampler every 2 s (the default) and every 0.5 s, in alternating round
 
     python benchmarks/monitor_overhead.py       # starts 2 ranks with torchrun itself
 
-Rank 0 starts and stops the sampler (`scaletrain.observe.sampler`, as `scaletrain run` does)
+Rank 0 starts and stops the sampler (`scaletrain.observe.monitor.sampler`, as `scaletrain run` does)
 between rounds; it finds both ranks by the run folder in their environment, so it does its
 full work: GPU readings where there are GPUs, CPU and memory of every rank, TensorBoard
 events. Result: benchmarks/results/monitor_overhead.json (median step time per variant and
@@ -33,7 +33,7 @@ def worker() -> None:
     import torch.distributed as dist
 
     from scaletrain.core.run_folder import RunFolder
-    from scaletrain.observe.sampler_process import start_sampler, stop_sampler
+    from scaletrain.observe.monitor.sampler_process import start_sampler, stop_sampler
     from step_overhead import raw_loop, timed
 
     dist.init_process_group("gloo")

@@ -5,7 +5,7 @@ __init__.py), so keep to one `from <module> import <name> as <name>` per line.""
 
 from scaletrain.checkpoint.checkpointer import Checkpointer as Checkpointer
 from scaletrain.checkpoint.stop import TrainingStopped as TrainingStopped
-from scaletrain.observe.profile import profile as profile
+from scaletrain.observe.profile.profiler import profile as profile
 from scaletrain.runtime.layout import DistEnv as DistEnv
 from scaletrain.runtime.process_group import current_env as current_env
 from scaletrain.runtime.process_group import init as init

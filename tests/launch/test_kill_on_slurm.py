@@ -65,7 +65,7 @@ def test_a_killed_rank_ends_as_promised_and_leaves_nothing_on_any_node(
     assert killed.pid in running and len(started_by_rank) >= 2, running
     # The job's own helpers are counted too: each node's sampler, the watchdog.
     commands = " ".join(running.values())
-    assert "scaletrain.observe.sampler" in commands, running
+    assert "scaletrain.observe.monitor.sampler" in commands, running
     assert "scaletrain.launch.watchdog" in commands, running
     os.kill(killed.pid, signal.SIGKILL)
 

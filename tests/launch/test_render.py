@@ -653,7 +653,7 @@ def test_the_instrumented_entry_runs_your_script_with_its_arguments() -> None:
     plan = plan_for(cluster="puhti", gpus=4, script_args=("--lr", "1"))
     script = render(plan, instrument=(("SCALETRAIN_MAX_STEPS", "10"),))
     assert launch_lines(script)[-1].endswith(
-        "--module -- scaletrain.observe.instrument train.py --lr 1"
+        "--module -- scaletrain.observe.profile.instrument train.py --lr 1"
     )
     assert "\nexport SCALETRAIN_MAX_STEPS=10\n" in script
 

@@ -9,14 +9,12 @@ import sys
 import pytest
 
 from scaletrain.core import in_job_modules
-from scaletrain.core.errors import ScaletrainError
-from scaletrain.observe.profile_spec import ProfileSpec, parse_profile
 from tests.support.job_scripts import launch_lines, plan_for, render
 
 
 def test_monitor_analyze_and_the_study_report_need_no_torch() -> None:
     modules = ["scaletrain.cli.monitor", "scaletrain.cli.analyze", "scaletrain.cli.scale",
-               "scaletrain.observe.sampler"]  # fmt: skip
+               "scaletrain.observe.monitor.sampler"]  # fmt: skip
     code = f"import sys; import {', '.join(modules)}; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60, check=True)  # fmt: skip
@@ -40,7 +38,8 @@ def test_the_sampler_leaves_the_launch_line_as_it_was(mode: str) -> None:
     wrapper = 'bash -c "$in_task" task '
     assert monitored.replace(wrapper, "") == plain.replace(wrapper, "")
     # It watches "$$", the task's shell, which `exec` turns into the launcher.
-    assert 'python3 -m scaletrain.observe.sampler --watch "$$" >/dev/null &' in monitored_script
+    sampler = 'python3 -m scaletrain.observe.monitor.sampler --watch "$$" >/dev/null &'
+    assert sampler in monitored_script
     # For training only: exported after the preflight, which runs the same per-task code.
     assert monitored_script.index("export SCALETRAIN_MONITOR_INTERVAL=2") > (
         monitored_script.index("scaletrain.diagnose.preflight")
@@ -52,14 +51,5 @@ def test_a_profiled_job_runs_the_script_through_the_instrumented_entry() -> None
     script = render(plan, instrument=(("SCALETRAIN_PROFILE", "0,8:5,2,3"),))
     assert "\nexport SCALETRAIN_PROFILE=0,8:5,2,3\n" in script
     assert launch_lines(script)[-1].endswith(
-        "--module -- scaletrain.observe.instrument train.py --epochs 10"
+        "--module -- scaletrain.observe.profile.instrument train.py --epochs 10"
     )
-
-
-def test_profile_option() -> None:
-    assert parse_profile("all") == ProfileSpec()
-    assert parse_profile("3,0:10,1,2") == ProfileSpec(ranks=(0, 3), wait=10, warmup=1, active=2)
-    assert parse_profile("0,3:10,1,2").to_text() == "0,3:10,1,2"
-    for bad in ("zero", "0:1,2", "0:1,2,0", "-1"):
-        with pytest.raises(ScaletrainError, match="profile"):
-            parse_profile(bad)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.observe.samples import read_run_samples
+from scaletrain.observe.monitor.samples import read_run_samples
 from tests.conftest import end_session, scaletrain, start_scaletrain
 from tests.support.slurm_jobs import EXAMPLE
 

@@ -9,8 +9,8 @@ import typer
 from scaletrain.cli.common import JSON_OPTION, RUN_ARGUMENT, RUNS_DIR_OPTION, show_report
 from scaletrain.core import console
 from scaletrain.core.run_folder import find_run
-from scaletrain.observe.analysis import analyze_traces
-from scaletrain.observe.analysis_report import format_report, write_report
+from scaletrain.observe.analysis.analyze import analyze_traces
+from scaletrain.observe.analysis.report import format_report, write_report
 
 
 def analyze(

@@ -16,7 +16,7 @@ from scaletrain.cli.common import process_environ
 from scaletrain.core import console, in_job_modules
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.local_run import LocalRunResult, launch_variables, local_launch, run_local
-from scaletrain.observe.sampler_process import start_sampler, stop_sampler
+from scaletrain.observe.monitor.sampler_process import start_sampler, stop_sampler
 from scaletrain.runtime.layout import allowed_cpus
 
 # Lines of another rank's error log worth showing: the end of its traceback.

@@ -18,9 +18,9 @@ from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.plotting import plots_available
 from scaletrain.core.run_folder import RunFolder, find_run
 from scaletrain.launch.local_run import read_run_record
-from scaletrain.observe.plots import plot_monitor
-from scaletrain.observe.samples import Sample, read_run_samples
-from scaletrain.observe.usage import Finding, Usage, find_problems, summarize, window
+from scaletrain.observe.monitor.plots import plot_monitor
+from scaletrain.observe.monitor.samples import Sample, read_run_samples
+from scaletrain.observe.monitor.usage import Finding, Usage, find_problems, summarize, window
 
 # The live view judges the last this many seconds: long enough to smooth one slow step.
 _LIVE_WINDOW_S = 30.0

@@ -30,7 +30,7 @@ from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.variables import PROFILE
 from scaletrain.launch.local_run import LocalRunResult
 from scaletrain.launch.script_decisions import recovery
-from scaletrain.observe.profile_spec import parse_profile
+from scaletrain.observe.profile.spec import parse_profile
 from scaletrain.planning.script_facts import read_script_facts
 
 

@@ -14,17 +14,17 @@ from scaletrain.cli.scale_jobs import SlurmStudy, run_on_slurm
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder, default_run_name
-from scaletrain.observe.sampler import DEFAULT_INTERVAL_S
-from scaletrain.observe.scaling import (
+from scaletrain.observe.monitor.sampler import DEFAULT_INTERVAL_S
+from scaletrain.observe.scaling.fit import fit
+from scaletrain.observe.scaling.report import fit_lines, table_lines, write_report
+from scaletrain.observe.scaling.study import (
     Point,
     Study,
     StudyDesign,
-    fit,
     measure,
     predicted_sizes,
     save_study,
 )
-from scaletrain.observe.scaling_report import fit_lines, table_lines, write_report
 
 
 def _sizes(text: str) -> tuple[int, ...]:

@@ -19,8 +19,8 @@ from scaletrain.launch.job_script import JobOptions
 from scaletrain.launch.prepare import PreparedJob, prepare_job
 from scaletrain.launch.submission import submit_job
 from scaletrain.launch.template_cache import template_cache_folder
-from scaletrain.observe.sampler import DEFAULT_INTERVAL_S
-from scaletrain.observe.scaling import Point, StudyDesign, measure
+from scaletrain.observe.monitor.sampler import DEFAULT_INTERVAL_S
+from scaletrain.observe.scaling.study import Point, StudyDesign, measure
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.request import Request
 from scaletrain.planning.software import SoftwareChoice

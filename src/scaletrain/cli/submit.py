@@ -30,7 +30,7 @@ from scaletrain.launch.script_decisions import describe_decisions
 from scaletrain.launch.shell_text import check_job_name
 from scaletrain.launch.submission import check_continuation, submit_job
 from scaletrain.launch.template_cache import template_cache_folder
-from scaletrain.observe.profile_spec import parse_profile
+from scaletrain.observe.profile.spec import parse_profile
 from scaletrain.planning.request import Request
 
 

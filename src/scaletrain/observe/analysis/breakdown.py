@@ -17,8 +17,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from scaletrain.observe.intervals import Interval, clip, intersect, length, merge, subtract
-from scaletrain.observe.trace_reader import (
+from scaletrain.observe.analysis.intervals import Interval, clip, intersect, length, merge, subtract
+from scaletrain.observe.analysis.trace_reader import (
     COMMUNICATION,
     COMPUTE,
     MEMORY,

@@ -13,7 +13,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from scaletrain.observe.samples import GpuSample
+from scaletrain.observe.monitor.samples import GpuSample
 
 _MIB = 1024 * 1024
 

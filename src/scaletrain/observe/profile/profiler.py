@@ -27,7 +27,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.observe.profile_spec import ProfileSpec, profile_from
+from scaletrain.observe.profile.spec import ProfileSpec, profile_from
 from scaletrain.runtime.launchers import detect_layout
 
 TRACE_SUFFIX = ".pt.trace.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.conftest import clean_environ
 
-SAMPLER = [sys.executable, "-m", "scaletrain.observe.sampler", "--interval", "0.2"]
+SAMPLER = [sys.executable, "-m", "scaletrain.observe.monitor.sampler", "--interval", "0.2"]
 
 
 def test_the_sampler_ends_with_the_process_it_watches(tmp_path: Path) -> None:

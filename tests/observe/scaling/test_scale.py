@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scaletrain.observe.samples import read_run_samples
+from scaletrain.observe.monitor.samples import read_run_samples
 from tests.conftest import WORKERS, scaletrain
 from tests.support.slurm_cluster import SlurmCluster
 from tests.support.slurm_jobs import job_environ

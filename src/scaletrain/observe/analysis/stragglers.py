@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scaletrain.observe.breakdown import Breakdown
-from scaletrain.observe.trace_reader import RankTrace, trace_names
+from scaletrain.observe.analysis.breakdown import Breakdown
+from scaletrain.observe.analysis.trace_reader import RankTrace, trace_names
 
 # A rank is a straggler when it starts collectives this share of a step later than the
 # median rank, on average; compute differing by this share between ranks is imbalance.

@@ -58,7 +58,8 @@ class TraceNames:
 
 @cache
 def trace_names() -> TraceNames:
-    table = parse_toml((files("scaletrain.observe") / "trace_names.toml").read_text("utf-8"))
+    text = (files("scaletrain.observe.analysis") / "trace_names.toml").read_text("utf-8")
+    table = parse_toml(text)
     device, host = table["device"], table["host"]
     return TraceNames(
         device_categories=frozenset(device["categories"]),

@@ -1,6 +1,6 @@
 """Run a training script with scaletrain's instruments, unchanged:
 
-    python -m scaletrain.observe.instrument train.py --its --arguments
+    python -m scaletrain.observe.profile.instrument train.py --its --arguments
 
 Started by `scaletrain run/submit --profile` and `scaletrain scale` in place of the script.
 From the environment: SCALETRAIN_PROFILE (profile chosen ranks, `st.profile`),
@@ -18,15 +18,15 @@ from pathlib import Path
 
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.variables import STOP_AFTER_STEPS
-from scaletrain.observe.profile import profile
-from scaletrain.observe.profile_spec import profile_from
-from scaletrain.observe.step_clock import StepClock
+from scaletrain.observe.profile.profiler import profile
+from scaletrain.observe.profile.spec import profile_from
+from scaletrain.observe.profile.step_clock import StepClock
 from scaletrain.runtime.launchers import detect_layout
 
 
 def main(argv: list[str]) -> None:
     if not argv:
-        sys.exit("usage: python -m scaletrain.observe.instrument SCRIPT [ARGS...]")
+        sys.exit("usage: python -m scaletrain.observe.profile.instrument SCRIPT [ARGS...]")
     script = Path(argv[0])
     environ = dict(os.environ)
     layout = detect_layout(environ)

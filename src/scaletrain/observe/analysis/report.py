@@ -8,8 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from scaletrain.core.plotting import plots_available
-from scaletrain.observe.analysis import Analysis
-from scaletrain.observe.breakdown import Breakdown
+from scaletrain.observe.analysis.analyze import Analysis
+from scaletrain.observe.analysis.breakdown import Breakdown
 from scaletrain.observe.plots import plot_lines, plot_stacked_bars
 
 

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scaletrain.observe.samples import Sample
+from scaletrain.observe.monitor.samples import Sample
 
 # A GPU busy less than this share of the time while training runs is idle (seed 000: "check
 # that you are actually using all GPUs").

@@ -17,7 +17,7 @@ from typing import Any
 import torch.distributed as dist
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from scaletrain.observe.step_clock_files import steps_file
+from scaletrain.observe.profile.step_clock_files import steps_file
 
 
 class StepClock:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scaletrain.core.errors import ScaletrainError
-from scaletrain.observe.breakdown import Breakdown, TopEntry, breakdown, top_entries
-from scaletrain.observe.stragglers import Stragglers, find_stragglers
-from scaletrain.observe.trace_reader import RankTrace, Rows, read_trace, trace_names
+from scaletrain.observe.analysis.breakdown import Breakdown, TopEntry, breakdown, top_entries
+from scaletrain.observe.analysis.stragglers import Stragglers, find_stragglers
+from scaletrain.observe.analysis.trace_reader import RankTrace, Rows, read_trace, trace_names
 
 TRACE_PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz", "*.json", "*.json.gz")
 

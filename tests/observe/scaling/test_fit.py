@@ -7,7 +7,8 @@ import math
 import pytest
 
 from scaletrain.core.errors import ScaletrainError
-from scaletrain.observe.scaling import Fit, Point, Study, StudyDesign, fit, predicted_sizes
+from scaletrain.observe.scaling.fit import Fit, fit
+from scaletrain.observe.scaling.study import Point, Study, StudyDesign, predicted_sizes
 
 
 def points_from(model: Fit, sizes: tuple[int, ...], batch: int | None) -> list[Point]:

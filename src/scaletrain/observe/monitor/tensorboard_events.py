@@ -10,7 +10,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from scaletrain.observe.samples import Sample
+from scaletrain.observe.monitor.samples import Sample
 
 _GB = 1e9
 

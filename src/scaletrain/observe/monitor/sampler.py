@@ -1,4 +1,4 @@
-"""The per-node sampler: `python -m scaletrain.observe.sampler`, started beside training.
+"""The per-node sampler: `python -m scaletrain.observe.monitor.sampler`, started beside training.
 
 Every interval it appends one `Sample` (GPUs, node CPU and memory, each training process
 of this run on this node) to metrics/monitor-<host>.jsonl, and the same numbers to
@@ -25,10 +25,10 @@ import psutil
 
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.variables import MONITOR_INTERVAL, RUN_DIR
-from scaletrain.observe.gpus import GpuReader, open_gpu_reader
-from scaletrain.observe.ranks import RankFinder
-from scaletrain.observe.samples import RankSample, Sample, monitor_file
-from scaletrain.observe.tensorboard_events import TensorBoardWriter, tensorboard_available
+from scaletrain.observe.monitor.gpus import GpuReader, open_gpu_reader
+from scaletrain.observe.monitor.ranks import RankFinder
+from scaletrain.observe.monitor.samples import RankSample, Sample, monitor_file
+from scaletrain.observe.monitor.tensorboard_events import TensorBoardWriter, tensorboard_available
 
 DEFAULT_INTERVAL_S = 2.0
 _NICENESS = 10

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from scaletrain.core.plotting import plots_available
 from scaletrain.observe.plots import plot_lines, plot_stacked_bars
-from scaletrain.observe.scaling import Study
+from scaletrain.observe.scaling.study import Study
 
 
 def throughput_unit(study: Study) -> str:

@@ -1,0 +1,7 @@
+"""GPU and CPU use on every node: `python -m scaletrain.observe.monitor.sampler` beside
+training, read by `scaletrain monitor`.
+
+samples (the JSON lines one node's sampler writes), sampler (the loop) with ranks (which
+processes are this run's ranks), gpus (NVML, AMD SMI) and tensorboard_events; sampler_process
+(start and stop it beside a local run); usage (means, peaks and flags); plots.
+"""
