@@ -138,7 +138,8 @@ def _events(stream: IO[str], path: Path) -> Iterator[dict[str, Any]]:
     """The objects of the top-level "traceEvents" array, one at a time."""
     decoder = json.JSONDecoder()
     buffer = ""
-    while (start := buffer.find('"traceEvents"')) < 0:
+    # Until the key and the array's "[" are both read (a read may end between them).
+    while (start := buffer.find('"traceEvents"')) < 0 or buffer.find("[", start) < 0:
         more = stream.read(_CHUNK)
         if not more:
             raise ScaletrainError(
