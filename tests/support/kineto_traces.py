@@ -62,9 +62,11 @@ class TraceWriter:
         self.events: list[dict[str, Any]] = []
         self._correlation = 1000
 
-    def host(self, name: str, start: float, duration: float, cat: str = "cpu_op") -> None:
+    def host(self, name: str, start: float, duration: float, cat: str = "cpu_op",
+             thread: int = MAIN_THREAD) -> None:  # fmt: skip
+        """A host event: an operator (cpu_op) or a range (user_annotation) on a thread."""
         self.events.append(
-            {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": MAIN_THREAD,
+            {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": thread,
              "ts": start, "dur": duration, "args": {"External id": len(self.events)}}
         )  # fmt: skip
 
@@ -143,4 +145,38 @@ def training_trace(
         writer.host("Optimizer.step#SGD.step", now, 100.0, "user_annotation")
         now += 150.0
         writer.host(f"ProfilerStep#{step}", step_start, now - step_start, "user_annotation")
+    return writer
+
+
+GLOO_THREAD = 200
+DATA = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def gloo_trace(rank: int, world_size: int, *, late_us: float = 0.0) -> TraceWriter:
+    """A CPU-only DDP rank as torch.profiler records it with gloo: three 1000 µs steps on
+    the training thread, gloo's all_reduce ranges on a thread of their own, started `late_us`
+    later on a straggler. Analysed (steps 1-2, 0-2000 µs; the third is left out as HTA does):
+
+    step 1: data [0, 100]; aten::linear [100, 600] calling aten::mm [150, 550];
+            c10d::allreduce_ [600, 650]; aten::add [650, 900]; gloo:all_reduce [620, 1000]
+    step 2: data [1000, 1100]; aten::mm [1100, 1800]; gloo:all_reduce [1850, 1900]
+    step 3: aten::mm [2100, 2900]; gloo:all_reduce [2950, 3000]
+
+    compute 1450 (operators, without data loading and the c10d call), communication 450
+    ([600, 1000] and [1850, 1900]), of it 250 overlapped ([650, 900]), data 200, idle 150
+    ([1800, 1850] and [1900, 2000]).
+    """
+    writer = TraceWriter(CUDA, rank, world_size)
+    for step in (1, 2, 3):
+        writer.host(f"ProfilerStep#{step}", 1000.0 * (step - 1), 1000.0, "user_annotation")
+    for start in (0.0, 1000.0):
+        writer.host(DATA, start, 100.0, "user_annotation")
+    writer.host("aten::linear", 100, 500)
+    writer.host("aten::mm", 150, 400)
+    writer.host("c10d::allreduce_", 600, 50)
+    writer.host("aten::add", 650, 250)
+    writer.host("aten::mm", 1100, 700)
+    writer.host("aten::mm", 2100, 800)
+    for start, duration in ((620.0, 380.0), (1850.0, 50.0), (2950.0, 50.0)):
+        writer.host("gloo:all_reduce", start + late_us, duration, "user_annotation", GLOO_THREAD)
     return writer
