@@ -63,6 +63,9 @@ def serve(host: str, port: int) -> None:
         master_listen_fd=listener.fileno(),
         wait_for_workers=False,
         timeout=datetime.timedelta(seconds=60),
+        # libuv's server does not take a listening socket from outside in torch 2.7 (clients
+        # time out); the classic server does, in every release.
+        use_libuv=False,
     )
     signal.sigwait(stop_signals)
     del store
