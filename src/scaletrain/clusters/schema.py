@@ -144,6 +144,8 @@ class Software(_Section):
     task_setup: tuple[str, ...] = ()
     """Shell lines at the start of every task, where $SLURM_NODEID, $SLURM_LOCALID are the
     task's own (e.g. a cache folder per node on local disk)."""
+    guide: str = "README.md#install-on-a-cluster"
+    """Where scaletrain's docs say how to add packages at this site (hints point there)."""
 
     @model_validator(mode="after")
     def _default_is_a_stack(self) -> Software:

@@ -82,7 +82,7 @@ def import_check(
     )
 
 
-def fix_hint(software: JobSoftware, cluster: str) -> str:
+def fix_hint(software: JobSoftware) -> str:
     """What to do when the job's Python lacks something, for this software."""
     setup = "; ".join(software.setup)
     if software.in_container:
@@ -101,7 +101,7 @@ def fix_hint(software: JobSoftware, cluster: str) -> str:
         return (
             f"make a venv inside the container once ({setup}; {run} python3 -m venv "
             f"--system-site-packages venv; {run} venv/bin/pip install {_PACKAGES}), "
-            "then submit with --venv venv (see docs/site-lumi.md)."
+            f"then submit with --venv venv (see {software.guide})."
         )
     if software.venv:
         return (
@@ -113,9 +113,5 @@ def fix_hint(software: JobSoftware, cluster: str) -> str:
     return (
         f"make a venv over the module once: {setup + '; ' if setup else ''}python3 -m venv "
         "--system-site-packages ~/venvs/train; source ~/venvs/train/bin/activate; pip install "
-        f"{_PACKAGES}; then submit from it, or give --venv (docs/site-{_site(cluster)}.md)."
+        f"{_PACKAGES}; then submit from it, or give --venv ({software.guide})."
     )
-
-
-def _site(cluster: str) -> str:
-    return "lumi" if cluster == "lumi" else "puhti-mahti"

@@ -269,7 +269,7 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
                 instrumented=bool(options.instrument),
             ),
             "tools_missing_status": TOOLS_MISSING_STATUS,
-            "hint": fix_hint(software, plan.cluster),
+            "hint": fix_hint(software),
         },
         "numa_binding": mode.name == "torchrun" and bool(plan.cpu_masks),
         "numa_torch": ".".join(str(part) for part in NUMA_BINDING_TORCH),

@@ -49,6 +49,8 @@ class JobSoftware:
     venv: str | None = None
     squashfs: str | None = None
     task_setup: tuple[str, ...] = ()
+    guide: str = ""
+    """The page of the docs on adding packages at this site (the profile's software.guide)."""
 
     @property
     def in_container(self) -> bool:
@@ -96,6 +98,7 @@ def choose_software(choice: SoftwareChoice, profile: ClusterProfile) -> JobSoftw
         venv=_venv(choice, image is not None),
         squashfs=choice.squashfs,
         task_setup=profile.software.task_setup,
+        guide=profile.software.guide,
     )
 
 
