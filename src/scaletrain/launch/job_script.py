@@ -1,7 +1,7 @@
 """A Plan becomes an sbatch script: templates/<mode>.sbatch.j2 inside templates/job.sbatch.j2.
 
 The skeleton (job.sbatch.j2) writes what every job has: #SBATCH lines (all of them from
-`sbatch_options` here), software (modules or a container), exported variables, the preflight
+`sbatch_lines` here), software (modules or a container), exported variables, the preflight
 check, training in the background with the graceful-stop trap, and the requeue. The launch
 mode's template writes its launch line. Every value is shell-quoted as it is written (see
 shell_text.py); only template code is not.

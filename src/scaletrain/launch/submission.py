@@ -22,7 +22,6 @@ from scaletrain.slurm.history import current_job, read_job_events, record_job_ev
 _DERIVED = frozenset(
     {
         "partition_reason",
-        "sbatch_options",
         "time_seconds",
         "billing",
         "warnings",

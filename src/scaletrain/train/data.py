@@ -154,7 +154,7 @@ def eval_loader(
 ) -> DataLoader[Any]:
     """An evaluation DataLoader that visits every sample exactly once across all ranks.
 
-    Sum counts with `scaletrain.sum` (not `mean`) because shards may differ by one sample.
+    Sum counts with `scaletrain.total` (not `mean`) because shards may differ by one sample.
     """
     env = current_env()
     sampler = EvalSampler(len(dataset), rank=env.rank, world_size=env.world_size)  # type: ignore[arg-type]
