@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the tests' local Slurm cluster needs (tests/support/slurm_cluster.py): Debian's
-# slurm-wlm and munge, iproute2/util-linux for the nodes' network namespaces, Lmod for the
-# cluster's `pytorch` module (tests/support/module_stack.py), libpmix-dev + openmpi-bin for
+# slurm-wlm and munge, slurmdbd and mariadb-server for the clusters that keep accounting
+# (tests/support/slurm_accounting.py), iproute2/util-linux for the nodes' network namespaces,
+# Lmod for the cluster's `pytorch` module (tests/support/module_stack.py), libpmix-dev + openmpi-bin for
 # `srun --mpi=pmix` and `mpirun` inside jobs, and bubblewrap, squashfs-tools and squashfuse for
 # the test cluster's stand-in `singularity` and its image (tests/support/container.py).
 # Idempotent and quiet: does nothing when all is there. On a clean machine it needs root.
@@ -10,7 +11,7 @@ export PATH="$PATH:/usr/sbin:/sbin"
 
 declare -A package_of=(
     [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-wlm
-    [munged]=munge [mungekey]=munge
+    [munged]=munge [mungekey]=munge [slurmdbd]=slurmdbd [mariadbd]=mariadb-server
     [ip]=iproute2 [nsenter]=util-linux [unshare]=util-linux [mpirun]=openmpi-bin
     [bwrap]=bubblewrap [mksquashfs]=squashfs-tools [squashfuse]=squashfuse
 )
@@ -32,7 +33,7 @@ done
 mapfile -t packages < <(printf '%s\n' "${missing[@]}" | sort -u)
 if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
     echo "error: the Slurm tests need ${packages[*]}, and this script installs them only as root" \
-        "with apt-get. HINT: sudo apt-get install -y slurm-wlm munge iproute2 lmod libpmix-dev openmpi-bin" \
+        "with apt-get. HINT: sudo apt-get install -y slurm-wlm munge slurmdbd mariadb-server iproute2 lmod libpmix-dev openmpi-bin" \
         "bubblewrap squashfs-tools squashfuse, or leave the" \
         "Slurm tests out: bash scripts/test.sh -m 'not slurm'" >&2
     exit 2

@@ -138,6 +138,18 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
         yield cluster
 
 
+@pytest.fixture(scope="session")
+def accounting_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """The same 2-node cluster with Slurm's accounting (slurmdbd, MariaDB): sacct knows every
+    job and each of its runs. Its own cluster, ~4 s more to start: only tests that read
+    sacct use it."""
+    from tests.support.slurm_cluster import running_cluster
+
+    folder = tmp_path_factory.mktemp("accounting-cluster")
+    with running_cluster(folder, accounting=True) as cluster:
+        yield cluster
+
+
 def start_scaletrain(
     *args: str, cwd: Path, log: Path, environ: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:

@@ -28,8 +28,9 @@ Gotchas found on the way (Debian 12, Slurm 22.05, no systemd):
   0700, so munged's files go to a separate 0755 folder. Slurm finds our munged through
   AuthInfo=socket=...; the machine's own munged (if any) is neither used nor touched.
 - A missing config makes Slurm's commands retry for up to 60 s: always pass SLURM_CONF.
-- Accounting is off, so sacct fails with "accounting storage is disabled"; finished jobs stay
-  visible in scontrol for MinJobAge (300 s).
+- Accounting is off unless asked for (`running_cluster(accounting=True)`, slurm_accounting.py:
+  MariaDB and slurmdbd on n1, ~4 s more to start); without it sacct fails with "accounting
+  storage is disabled", and finished jobs stay visible in scontrol for MinJobAge (300 s).
 - A requeued job starts again only after cred_expire (~12 s here, ~121 s by default). Do not
   shorten that with `scontrol update jobid=<id> StartTime=now`: the rerun then often fails at
   once ("Killing non-startable batch JobId=1: Job credential revoked", state FAILED).
@@ -59,9 +60,11 @@ from tests.conftest import clean_environ, free_port
 from tests.support.container import ContainerImage, build_image, make_image_venv, write_commands
 from tests.support.module_stack import ModuleStack, build_module_stack, make_user_venv
 from tests.support.netns import NodeNetwork, create_network, delete_network, node_command
+from tests.support.slurm_accounting import AccountingPorts, slurm_conf_lines, start_accounting
 
 CLIENT_COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "sacct", "srun", "salloc")
 DAEMONS = ("slurmctld", "slurmd", "munged", "mungekey")
+ACCOUNTING_DAEMONS = ("slurmdbd", "mariadbd")
 NODE_CPUS = 4
 PARTITION = "debug"
 READY_TIMEOUT_S = 30.0
@@ -79,8 +82,14 @@ class SlurmCluster:
         network: NodeNetwork,
         munge_folder: Path,
         modules: ModuleStack,
+        *,
+        accounting: bool = False,
     ) -> None:
         self.name = name
+        self.accounting = (
+            AccountingPorts(database=free_port(), slurmdbd=free_port()) if accounting else None
+        )
+        """Where MariaDB and slurmdbd listen on n1; None: no accounting (sacct fails)."""
         self.modules = modules
         """The site's software: Lmod and its `pytorch` module (module_stack.py)."""
         self.folder = folder
@@ -193,6 +202,17 @@ class SlurmCluster:
         self._start_munged(munge_socket)
         self._write_config(munge_socket)
         first = self.nodes[0]
+        if self.accounting is not None:
+            start_accounting(
+                folder=self.folder,
+                node_prefix=self._on(first),
+                host=first,
+                ports=self.accounting,
+                address=self.slurm_addresses[first],
+                munge_socket=munge_socket,
+                spawn=self._spawn,
+                find=_find,
+            )
         self._spawn("slurmctld", [*self._on(first), _find("slurmctld"), "-D", "-f", str(self.conf)])
         for node in self.nodes:
             (self.folder / "spool" / node).mkdir(parents=True)
@@ -247,6 +267,11 @@ class SlurmCluster:
                 folder=self.folder,
                 node_lines="\n".join(node_lines),
                 partition=PARTITION,
+                accounting=(
+                    slurm_conf_lines(self.slurm_addresses[first], self.accounting, munge_socket)
+                    if self.accounting is not None
+                    else "AccountingStorageType=accounting_storage/none"
+                ),
             )
         )
 
@@ -272,7 +297,7 @@ class SlurmCluster:
             wrapper.chmod(0o755)
         write_commands(self.bin)
 
-    def _spawn(self, name: str, command: list[str]) -> None:
+    def _spawn(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
         with (self.folder / "log" / f"{name}.out").open("wb") as output:
             self._daemons[name] = subprocess.Popen(
                 command,
@@ -282,6 +307,7 @@ class SlurmCluster:
                 env={**clean_environ(), "SLURM_CONF": str(self.conf)},
                 preexec_fn=_end_with_parent,
             )
+        return self._daemons[name]
 
     def _wait_until_idle(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -301,8 +327,12 @@ class SlurmCluster:
         )
 
     def _stop(self) -> None:
-        # Controller and node daemons first (they would log errors about each other), munged last.
-        stop_order = sorted(self._daemons, key=lambda name: name == "munged")
+        # Controller and node daemons first (they would log errors about each other), then
+        # accounting (slurmctld sends it the last records as it stops), munged last.
+        last = ("slurmdbd", "mariadbd", "munged")
+        stop_order = sorted(
+            self._daemons, key=lambda name: last.index(name) if name in last else -1
+        )
         for daemon in (self._daemons[name] for name in stop_order):
             if daemon.poll() is None:
                 daemon.terminate()
@@ -315,13 +345,17 @@ class SlurmCluster:
 
 @contextmanager
 def running_cluster(
-    folder: Path, nodes: int = 2, *, management_network: bool = False
+    folder: Path, nodes: int = 2, *, management_network: bool = False, accounting: bool = False
 ) -> Iterator[SlurmCluster]:
     """Start a cluster of `nodes` nodes with its state in `folder`; stop and remove it after.
 
     With `management_network`, Slurm talks over a network of its own (nmn0) and training over
-    hsn0, as on real clusters: a cut hsn0 link then leaves Slurm in control of the node."""
-    missing = [name for name in (*DAEMONS, *CLIENT_COMMANDS, "nsenter", "ip") if not _which(name)]
+    hsn0, as on real clusters: a cut hsn0 link then leaves Slurm in control of the node. With
+    `accounting`, sacct knows every job and each of its runs (slurm_accounting.py)."""
+    needed = [*DAEMONS, *CLIENT_COMMANDS, "nsenter", "ip"]
+    if accounting:
+        needed += ACCOUNTING_DAEMONS
+    missing = [name for name in needed if not _which(name)]
     if missing:
         raise RuntimeError(
             f"cannot start the test Slurm cluster: {', '.join(missing)} not installed. "
@@ -336,7 +370,7 @@ def running_cluster(
     munge_folder = Path(tempfile.mkdtemp(prefix=f"{instance}-munge-"))
     munge_folder.chmod(0o755)
     modules = build_module_stack()
-    cluster = SlurmCluster(instance, folder, network, munge_folder, modules)
+    cluster = SlurmCluster(instance, folder, network, munge_folder, modules, accounting=accounting)
     try:
         cluster._start()
         yield cluster
