@@ -70,6 +70,7 @@ COMMANDS: dict[str, tuple[str, str, dict[str, Any] | None]] = {
     "plan": ("scaletrain.cli.plan", "plan", SCRIPT_COMMAND),
     "submit": ("scaletrain.cli.submit", "submit", SCRIPT_COMMAND),
     "status": ("scaletrain.cli.status", "status", None),
+    "cost": ("scaletrain.cli.cost", "cost", None),
     "logs": ("scaletrain.cli.logs", "logs", None),
     "cancel": ("scaletrain.cli.cancel", "cancel", None),
     "stacks": ("scaletrain.cli.stacks", "stacks", None),

@@ -21,6 +21,7 @@ _BOOKKEEPING = (
     "tokens_per_s",
     "elapsed_s",
     "eta_s",
+    "time",
 )
 
 # The last line of a metrics file is within this many bytes of its end (a line is ~200 bytes).

@@ -20,6 +20,8 @@ from pathlib import Path
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.slurm.output import (
     SACCT_FIELDS,
+    SACCT_RUN_FIELDS,
+    AccountedRun,
     JobInfo,
     SlurmNode,
     SlurmPartition,
@@ -28,6 +30,7 @@ from scaletrain.slurm.output import (
     node_from_fields,
     parse_oneliners,
     partition_from_fields,
+    run_from_sacct_line,
 )
 
 if sys.version_info >= (3, 11):
@@ -169,6 +172,29 @@ def _job_from_sacct(job_id: str, environ: Mapping[str, str]) -> JobInfo | None:
         raise
     rows = (job_from_sacct_line(line) for line in output.splitlines())
     return next((job for job in rows if job is not None and job.job_id == job_id), None)
+
+
+def job_runs(job_ids: Sequence[str], *, environ: Mapping[str, str]) -> list[AccountedRun] | None:
+    """Every run of these jobs that accounting knows, the first and each after a requeue,
+    oldest first; None where the site keeps no accounting."""
+    try:
+        output = run_command(
+            "sacct",
+            f"--jobs={','.join(job_ids)}",
+            "--duplicates",
+            "--allocations",
+            "--noheader",
+            "--parsable2",
+            f"--format={','.join(SACCT_RUN_FIELDS)}",
+            # Start and End as seconds since the epoch, whatever the site's time zone.
+            environ={**environ, "SLURM_TIME_FORMAT": "%s"},
+        )
+    except SlurmCommandError as failure:
+        if "accounting storage is disabled" in failure.stderr:
+            return None
+        raise
+    runs = [run for run in map(run_from_sacct_line, output.splitlines()) if run is not None]
+    return sorted(runs, key=lambda run: (run.start is None, run.start or 0.0))
 
 
 def cancel(

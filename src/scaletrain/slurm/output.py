@@ -168,6 +168,58 @@ def job_from_sacct_line(line: str) -> JobInfo | None:
     )
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AccountedRun:
+    """One run of a job's allocation as accounting keeps it: the first, or one after a requeue
+    (`sacct --duplicates` lists each)."""
+
+    job_id: str
+    state: str
+    """REQUEUED for a run that was requeued; the job's final state for its last run."""
+    start: float | None
+    """Seconds since the epoch; None before it started."""
+    end: float | None
+    """Seconds since the epoch; None while it runs."""
+    elapsed_s: int
+    """What the site bills: the allocation's time from start to end (or to now)."""
+    nodes: int | None
+    energy_joules: int | None
+    """ConsumedEnergyRaw; None where the site measures no energy (Slurm then says 0 or '')."""
+
+
+# `sacct --duplicates --allocations` with SLURM_TIME_FORMAT=%s: start and end as epoch seconds.
+SACCT_RUN_FIELDS = (
+    "JobIDRaw",
+    "State",
+    "Start",
+    "End",
+    "ElapsedRaw",
+    "NNodes",
+    "ConsumedEnergyRaw",
+)
+
+
+def run_from_sacct_line(line: str) -> AccountedRun | None:
+    """One run from a line of `sacct --parsable2 --format=<SACCT_RUN_FIELDS>`; None if malformed."""
+    values = dict(zip(SACCT_RUN_FIELDS, line.split("|"), strict=False))
+    if len(values) != len(SACCT_RUN_FIELDS) or not values["ElapsedRaw"].isdigit():
+        return None
+    return AccountedRun(
+        job_id=values["JobIDRaw"],
+        state=(values["State"] or "UNKNOWN").split()[0],
+        start=_epoch(values["Start"]),
+        end=_epoch(values["End"]),
+        elapsed_s=int(values["ElapsedRaw"]),
+        nodes=_optional_int(values["NNodes"]),
+        energy_joules=_optional_int(values["ConsumedEnergyRaw"]) or None,
+    )
+
+
+def _epoch(text: str) -> float | None:
+    """Seconds since the epoch, or None for Slurm's Unknown/None (not started, still running)."""
+    return float(text) if text.isdigit() else None
+
+
 def partition_from_fields(fields: Mapping[str, str]) -> SlurmPartition:
     """A partition from the fields of one `scontrol show partition --oneliner` line."""
     return SlurmPartition(

@@ -141,6 +141,9 @@ class Progress:
             **self._rates(self._interval_steps, interval),
             "elapsed_s": elapsed,
             "eta_s": elapsed / done * (self.total_steps - self.step) if done else 0.0,
+            # When the step ended (seconds since the epoch): `scaletrain cost` places each
+            # step within Slurm's runs of the job.
+            "time": round(time.time(), 3),
         }
         self._sums, self._count = {}, 0
         self._interval_started, self._interval_steps = now, 0
