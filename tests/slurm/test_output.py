@@ -7,9 +7,12 @@ from hypothesis import strategies as st
 
 from scaletrain.slurm.output import (
     SACCT_FIELDS,
+    SACCT_RUN_FIELDS,
+    AccountedRun,
     job_from_sacct_line,
     node_from_fields,
     parse_key_values,
+    run_from_sacct_line,
 )
 
 # `scontrol show node -o` on the test cluster, plus what a drained GPU node adds (Gres, Reason).
@@ -74,3 +77,21 @@ def test_sacct_lines() -> None:
     assert pending is not None and pending.is_active and pending.nodelist == ""
     assert pending.state_with_reason == "PENDING (Priority)"
     assert job_from_sacct_line("not|enough") is None
+
+
+def test_sacct_runs_of_a_requeued_job() -> None:
+    # `sacct -j 1 --duplicates --allocations` with SLURM_TIME_FORMAT=%s on the test cluster.
+    first = run_from_sacct_line("1|REQUEUED|1795860326|1795860327|1|1|")
+    last = run_from_sacct_line("1|COMPLETED|1795860340|1795860343|3|2|0")
+    assert first == AccountedRun(
+        job_id="1", state="REQUEUED", start=1795860326.0, end=1795860327.0, elapsed_s=1,
+        nodes=1, energy_joules=None,
+    )  # fmt: skip
+    # No energy plugin: Slurm says 0, which no job that ran can have used.
+    assert last is not None and (last.nodes, last.energy_joules) == (2, None)
+    running = run_from_sacct_line("7|RUNNING|1795860340|Unknown|60|1|5400")
+    assert running is not None and (running.end, running.energy_joules) == (None, 5400)
+    pending = run_from_sacct_line("8|PENDING|Unknown|Unknown|0|1|0")
+    assert pending is not None and pending.start is None
+    assert run_from_sacct_line("1|COMPLETED|x") is None
+    assert len(SACCT_RUN_FIELDS) == 7

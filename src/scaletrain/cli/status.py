@@ -20,6 +20,7 @@ from scaletrain.cli.common import (
 )
 from scaletrain.cli.local_runs import local_state, on_this_machine, read_run_json
 from scaletrain.core import console
+from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.hang_report import read_hang_report
 from scaletrain.core.progress_line import format_duration, last_progress_line
 from scaletrain.core.rank_files import RankBeat, read_beats, since_last_step
@@ -140,8 +141,22 @@ def _slurm(
     rows.append(("last output", _ago(fields["since_last_output_s"])))
     if fields["hang"]:
         rows.append(("watchdog", (f"ended a hung step at {fields['hang']}", "error")))
+    fields["cost"] = _cost(folder, events) if info is not None and not info.is_active else None
+    if fields["cost"] is not None:
+        rows.append(("cost", f"{fields['cost']['summary']} (scaletrain cost {folder.name})"))
     rows.append(("output", fields["output"] or no_output))
     return fields, rows
+
+
+def _cost(folder: RunFolder, events: tuple[JobEvent, ...]) -> dict[str, Any] | None:
+    """What the ended job cost (`scaletrain cost`), where the site keeps accounting."""
+    from scaletrain.cli.cost import measure, summary  # only once a job has ended
+
+    try:
+        found = measure(folder, events)
+    except ScaletrainError:
+        return None  # no plan, or accounting knows no run of it: status has said the rest
+    return None if found is None else {"summary": summary(found), **found.to_dict()}
 
 
 def _node_states(info: JobInfo | None, environ: Mapping[str, str]) -> dict[str, str]:

@@ -125,6 +125,11 @@ def test_cost_of_a_run_with_a_crash_and_a_requeue_matches_sacct(
     # The test cluster measures no energy (no acct_gather_energy plugin) and has no GPUs.
     assert cost["energy"]["site_joules"] is None and cost["gpus"] is None
 
+    # `status` after the job: the same figures, and one line of them.
+    status = json.loads(scaletrain("status", "--json", name, cwd=tmp_path, environ=environ).stdout)
+    assert status["cost"]["used"] == cost["used"] and status["cost"]["lost"] == cost["lost"]
+    assert status["cost"]["summary"].startswith(f"{cost['used']['units']:.3g} units used of 10")
+
     shown = scaletrain("cost", name, cwd=tmp_path, environ=environ)
     assert shown.returncode == 0 and shown.stdout == "", shown.stderr
     print(shown.stderr)

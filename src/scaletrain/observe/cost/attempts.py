@@ -61,7 +61,8 @@ def attempts(
     """
     # Each start's kept step; None: all of its work is kept.
     kept: list[int | None] = [start.from_step for start in starts[1:]]
-    kept.append(resumed_from)
+    if starts:
+        kept.append(resumed_from)
     result = []
     for run in runs:
         inside = [
