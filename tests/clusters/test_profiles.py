@@ -192,3 +192,13 @@ def test_the_documented_example_profile_is_valid(tmp_path: Path) -> None:
         "--partition=gpu", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=64",
         "--gres=gpu:h100:4",
     )  # fmt: skip
+
+
+def test_each_site_names_one_partition_for_rehearsals(tmp_path: Path) -> None:
+    rehearsals = {name: load_profile(name, {}).rehearsal_partition for name in profile_files({})}
+    assert rehearsals == {"lumi": "dev-g", "puhti": "gputest", "mahti": "gputest", "local": "debug"}
+    assert load_profile("site", user_site(tmp_path, "site", MINIMAL)).rehearsal_partition is None
+    billing = 'billing = { rule = "sum", units_per_gpu_hour = 1 }\n'
+    two = MINIMAL.replace("[partitions.gpu]\n", "[partitions.gpu]\nrehearsal = true\n")
+    message = broken(tmp_path, MINIMAL, two + f"[partitions.test]\nrehearsal = true\n{billing}")
+    assert "partitions gpu, test all say rehearsal = true: at most one may" in message

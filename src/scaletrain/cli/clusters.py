@@ -223,7 +223,8 @@ def _partition_table(profile: ClusterProfile) -> Table:
                 ", ".join(f"≤ {text}" for text in limits),
                 allocation + (" (--exclusive)" if partition.exclusive else ""),
                 billing,
-                "yes" if partition.auto else "only if named",
+                ("yes" if partition.auto else "only if named")
+                + ("; rehearsals" if partition.rehearsal else ""),
             )
         )
     columns = ("name", "time limit", "limits", "allocation", "billing", "auto")

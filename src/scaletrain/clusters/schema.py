@@ -200,6 +200,9 @@ class Partition(_Section):
     """Write `--exclusive` (sites that need it to hand out whole nodes)."""
     auto: bool = True
     """Whether the planner may choose it; test partitions say false."""
+    rehearsal: bool = False
+    """The partition for rehearsals (`submit --rehearse`): the site's short debug partition
+    (LUMI dev-g, Puhti and Mahti gputest). At most one per profile."""
     billing: BillingRule | None = None
     """None where nothing is billed (a local test cluster)."""
 
@@ -305,7 +308,17 @@ class ClusterProfile(_Section):
                 )
         if any(partition.billing for partition in self.partitions.values()) and not self.billing:
             raise ValueError("partitions have billing rules but [billing] names no unit")
+        rehearsals = [name for name, partition in self.partitions.items() if partition.rehearsal]
+        if len(rehearsals) > 1:
+            raise ValueError(
+                f"partitions {', '.join(rehearsals)} all say rehearsal = true: at most one may"
+            )
         return self
+
+    @property
+    def rehearsal_partition(self) -> str | None:
+        """The partition rehearsals run in (`submit --rehearse`), if the profile names one."""
+        return next((name for name, part in self.partitions.items() if part.rehearsal), None)
 
     def gpus_per_node_limit(self, partition: str) -> int:
         """Most GPUs per node a job may hold in this partition."""
