@@ -30,7 +30,7 @@ PLOT_OPTION = typer.Option(
     None,
     "--plot",
     metavar="FILE",
-    help="Also draw the units of each attempt, kept and lost, as a PNG (needs scaletrain[plots]).",
+    help="Also draw the units of each attempt, kept and lost, as a PNG (needs matplotlib).",
 )
 
 
@@ -40,10 +40,11 @@ def cost(
     as_json: bool = JSON_OPTION,
     plot: Path | None = PLOT_OPTION,
 ) -> None:
-    """Show what a Slurm run cost: billing units used against the plan, units lost to
-    crashes, hangs and requeues, energy, idle GPU time, cost per 1,000 steps and per epoch.
+    """Show what a Slurm run cost against its plan: units used and lost, energy, idle GPUs.
 
-    From Slurm's accounting (sacct: every run of each job) and the run folder.
+    Billing units from Slurm's accounting (sacct: every run of each job) at the plan's rate,
+    the units lost to crashes, hangs and requeues, energy where the site or the monitor
+    measures it, idle GPU time, and the cost per 1,000 steps and per epoch.
 
     Example: [bold]scaletrain cost mnist[/bold]
     """
@@ -61,19 +62,19 @@ def cost(
             "`scaletrain status` shows the current job's time while Slurm still knows it; "
             "ask your site about sacct.",
         )
-    if plot is not None:
-        console.info(f"plot  {_plot(found, plot)}")
     if as_json:
         console.show_json(found.to_dict())
-        return
-    console.note(console.table(_rows(found), title=f"run {found.run}: {summary(found)}"))
-    console.note(
-        console.table(
-            _attempt_rows(found),
-            columns=("job", "state", "started", "billed", "units", "steps", "lost"),
-            right_aligned=("billed", "units", "lost"),
+    else:
+        console.note(console.table(_rows(found), title=f"run {found.run}: {summary(found)}"))
+        console.note(
+            console.table(
+                _attempt_rows(found),
+                columns=("job", "state", "started", "billed", "units", "steps", "lost"),
+                right_aligned=("billed", "units", "lost"),
+            )
         )
-    )
+    if plot is not None:
+        console.info(f"plot: {_plot(found, plot)}")
 
 
 def measure(folder: RunFolder, events: tuple[JobEvent, ...]) -> RunCost | None:

@@ -130,7 +130,9 @@ def test_cost_of_a_run_with_a_crash_and_a_requeue_matches_sacct(
     assert status["cost"]["used"] == cost["used"] and status["cost"]["lost"] == cost["lost"]
     assert status["cost"]["summary"].startswith(f"{cost['used']['units']:.3g} units used of 10")
 
-    shown = scaletrain("cost", name, cwd=tmp_path, environ=environ)
+    shown = scaletrain("cost", "--plot", "cost.png", name, cwd=tmp_path, environ=environ)
     assert shown.returncode == 0 and shown.stdout == "", shown.stderr
     print(shown.stderr)
-    assert "not reported by this site" in shown.stderr
+    assert f"run {name}: {status['cost']['summary']}" in shown.stderr
+    assert "│ energy          │ not reported by this site" in shown.stderr
+    assert (tmp_path / "cost.png").stat().st_size > 0
