@@ -48,6 +48,9 @@ def test_units_are_slurm_time_at_the_plans_rate(tmp_path: Path) -> None:
     assert data["energy"]["site_joules"] is None and data["gpus"] is None
     json.dumps(data)  # plain data
 
+    # A second job of the run, cancelled while it waited, was billed nothing: no attempt.
+    cancelled = accounted("CANCELLED", 2800, 2800)
+    assert len(run_cost(folder, plan, [accounted("COMPLETED", 900, 2700), cancelled]).attempts) == 1
     failed = run_cost(folder, plan, [accounted("FAILED", 900, 2700)])
     # No checkpoint: a new start trains from step 0 again; everything was lost.
     assert (failed.steps, failed.lost_s, failed.per_steps(1000)) == (0, 1800, None)

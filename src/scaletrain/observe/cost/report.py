@@ -133,7 +133,8 @@ class RunCost:
 
 def run_cost(folder: RunFolder, plan: Plan, runs: Sequence[AccountedRun]) -> RunCost:
     """The cost of the run in `folder` from Slurm's runs of its jobs and what it wrote."""
-    started = [run for run in runs if run.start is not None]
+    # A job cancelled while it waited never ran: Slurm billed it nothing.
+    started = [r for r in runs if r.start is not None and (r.elapsed_s > 0 or r.end is None)]
     records = read_step_records(folder.metrics / "train.jsonl")
     starts = training_starts(records, read_resumes(folder.resumes))
     last = started[-1] if started else None
