@@ -137,3 +137,38 @@ def test_hostnames_partitions_and_nodes(slurm_cluster: SlurmCluster) -> None:
         assert node.address == slurm_cluster.network.addresses[node.name]
         assert (node.cpus, node.partitions, node.gres) == (NODE_CPUS, (PARTITION,), "")
         assert node.state in {"IDLE", "MIXED", "ALLOCATED"}
+
+
+@pytest.mark.slurm
+def test_every_run_of_a_requeued_job_from_accounting(
+    accounting_cluster: SlurmCluster, slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    environ = accounting_cluster.environ()
+    (tmp_path / "logs").mkdir()
+    job_id = slurm.submit(
+        SLURM_SCRIPTS / "sleep.sbatch", cwd=tmp_path, environ=environ, options=["--requeue"]
+    )
+    ready = tmp_path / "trap-ready"
+    for run in ("first", "after the requeue"):
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert time.monotonic() < deadline, (
+                f"{run} run did not start\n{accounting_cluster.logs()}"
+            )
+            time.sleep(0.2)
+        ready.unlink()
+        if run == "first":
+            slurm.requeue(job_id, environ=environ)
+    slurm.cancel(job_id, environ=environ, signal="USR1", batch_only=True)  # ends with 0
+    assert accounting_cluster.wait_for_job(job_id) == "COMPLETED"
+    runs = slurm.job_runs([job_id], environ=environ)
+    assert runs is not None and [(r.job_id, r.state) for r in runs] == [
+        (job_id, "REQUEUED"), (job_id, "COMPLETED"),
+    ]  # fmt: skip
+    for run in runs:
+        assert run.start is not None and run.end is not None
+        assert run.elapsed_s == run.end - run.start and run.nodes == 1
+        assert run.energy_joules is None  # no energy plugin on the test cluster
+    assert runs[0].end <= runs[1].start
+    # Without accounting, sacct has nothing to say: None, not an error.
+    assert slurm.job_runs([job_id], environ=slurm_cluster.environ()) is None
