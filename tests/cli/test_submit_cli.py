@@ -113,6 +113,7 @@ def test_submit_takes_the_same_request_options_as_plan() -> None:
     assert set(submitted) - set(planned) == {
         "name", "runs_dir", "requeue", "max_requeues", "stop_margin", "max_restarts",
         "no_check", "dry_run", "monitor_interval", "profile",
+        "rehearse", "rehearsal_steps", "rehearsal_time",
     }  # fmt: skip
 
 

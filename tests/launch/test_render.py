@@ -62,10 +62,11 @@ def test_every_launch_mode_has_a_template_of_its_name() -> None:
     templates = files("scaletrain.launch") / "templates"
     names = {path.name.removesuffix(".sbatch.j2") for path in templates.iterdir()}
     # job.sbatch.j2 is the skeleton around them, common.j2 their shared pieces, hang.j2 the
-    # hang watchdog's, import_check.py the job's check of its Python, rendezvous_store.py the
-    # store of multi-node launches, environment_check.sh.j2 the check on a login node.
+    # hang watchdog's, rehearsal.j2 a rehearsal's, import_check.py the job's check of its
+    # Python, rendezvous_store.py the store of multi-node launches, environment_check.sh.j2
+    # the check on a login node.
     others = {"job", "common.j2", "hang.j2", "import_check.py", "rendezvous_store.py"}
-    others |= {"environment_check.sh.j2"}
+    others |= {"rehearsal.j2", "environment_check.sh.j2"}
     assert names - others == set(MODES)
 
 

@@ -48,6 +48,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sleep-at-step", type=int, default=5)
     parser.add_argument("--sleep-seconds", type=float, default=600.0)
     parser.add_argument("--evaluation-seconds", type=float, default=0.0, help="after each epoch")
+    parser.add_argument("--fail-at-step", type=int, help="every rank raises in this step")
     return parser.parse_args()
 
 
@@ -97,6 +98,8 @@ def main() -> None:
     for epoch in ckpt.epochs(args.epochs):
         for inputs, targets in ckpt.batches(loader):
             loss = nn.functional.cross_entropy(model(inputs), targets)
+            if ckpt.step == args.fail_at_step:
+                raise RuntimeError(f"deliberate error at step {args.fail_at_step}")
             if env.rank == args.sleep_rank and ckpt.step == args.sleep_at_step:
                 sleep_inside_step(args.sleep_seconds, args.out / "slept")
             optimizer.zero_grad()

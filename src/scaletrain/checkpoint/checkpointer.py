@@ -32,6 +32,7 @@ from scaletrain.checkpoint import stop
 from scaletrain.checkpoint.interval import AUTO
 from scaletrain.checkpoint.layout import CheckpointStore, checkpoint_name
 from scaletrain.checkpoint.manifest import Position
+from scaletrain.checkpoint.rehearsal import Rehearsal
 from scaletrain.checkpoint.resume import Resumed, load_newest
 from scaletrain.checkpoint.schedule import Ballot, SavePolicy, StepVote
 from scaletrain.checkpoint.state import (
@@ -118,6 +119,7 @@ class Checkpointer:
         self._pending_rank_state: dict[str, Any] | None = None
         self._loader_generator: torch.Generator | None = None
         self._epoch_start_generator: torch.Tensor | None = None
+        self._rehearsal: Rehearsal | None = None
         if not enabled:
             return
         optimizers = [optimizer] if isinstance(optimizer, Optimizer) else list(optimizer or ())
@@ -166,6 +168,7 @@ class Checkpointer:
             poll_seconds=stop_check_seconds,
         )
         self._stop_requests.install()
+        self._rehearsal = Rehearsal.from_environ(os.environ)  # `scaletrain submit --rehearse`
 
     def _choose_folder(self, run_dir: str | Path | None) -> RunFolder:
         if run_dir is not None:
@@ -237,6 +240,8 @@ class Checkpointer:
                 "for a new run.",
                 file=sys.stderr,
             )
+        if self._rehearsal is not None:
+            self._rehearsal.epochs = total
         while self.epoch < total:
             epoch = self.epoch
             yield epoch
@@ -282,6 +287,8 @@ class Checkpointer:
         elif isinstance(sampler, DistributedSampler):
             sampler.set_epoch(self.epoch)
         iterator = iter(loader)
+        if self._rehearsal is not None:
+            self._rehearsal.note_loader(loader, self._env.world_size)
         if skip and not exact:
             print0(
                 f"scaletrain: fast-forwarding {skip} batches to the resumed position",
@@ -295,6 +302,8 @@ class Checkpointer:
         return iterator
 
     def _at_step_boundary(self) -> None:
+        if self._rehearsal is not None:
+            self._rehearse(self._rehearsal)
         agreed = self._vote.result(self.step)
         if agreed is not None and agreed.stop:
             self._stop(agreed.stop_reason)
@@ -315,6 +324,23 @@ class Checkpointer:
                 ),
             ),
         )
+
+    def _rehearse(self, rehearsal: Rehearsal) -> None:
+        """A rehearsal's save, resume through `_continue_from`, and stop (rehearsal.py)."""
+        due = rehearsal.at_step(self.step)
+        if due == "resume":
+            rehearsal.save_and_resume(
+                self._objects.model, save=lambda: self.save(reason="rehearsal"), resume=self._reload
+            )
+        elif due == "stop":
+            rehearsal.finish(self._folder, self._env)
+            self._stop("rehearsal")
+
+    def _reload(self) -> None:
+        resumed = load_newest(self._objects, self._target)
+        assert resumed is not None, "a checkpoint was saved just before"
+        self._continue_from(resumed, previous_stop=None)
+        self._pending_rank_state = None  # the loader goes on as it is: nothing to replay
 
     def save(self, *, reason: str = "save()") -> None:
         """Save now and wait until the checkpoint is complete (every rank must call this)."""

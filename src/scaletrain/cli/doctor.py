@@ -22,8 +22,14 @@ _EXCERPT_CHARACTERS = 200
 
 
 def _run_files(folder: RunFolder) -> list[Path]:
-    """The logs of a run, plus the training script that run.json names (for script checks)."""
-    files = [p for p in sorted(folder.logs.rglob("*")) if p.is_file() and p.suffix in _LOG_SUFFIXES]
+    """The logs of a run and of its rehearsal (`submit --rehearse`), plus the training script
+    that run.json names (for script checks)."""
+    files = [
+        path
+        for logs in (folder.logs, folder.rehearsal.logs)
+        for path in sorted(logs.rglob("*"))
+        if path.is_file() and path.suffix in _LOG_SUFFIXES
+    ]
     try:
         record = read_run_record(folder)
     except ScaletrainError as problem:  # a damaged record must not keep the logs from a look

@@ -49,8 +49,30 @@ def logs(
     if isinstance(launch, RunRecord):
         _local_logs(folder, launch, follow=follow)
         return
-    job_id = launch.job_id
     environ = process_environ()
+    rehearsal = launch.details.get("rehearsal")
+    if rehearsal and job_output_file(folder, launch.job_id) is None:
+        # The job waits for its rehearsal, or was cancelled when it failed: show that first.
+        console.info(
+            f"job {launch.job_id} has no output: it runs only after its rehearsal, job "
+            f"{rehearsal}, passed. The rehearsal's output:"
+        )
+        of_run = f"the rehearsal of run {folder.name}"
+        _job_logs(folder.rehearsal, str(rehearsal), of_run, environ, follow, notice_after)
+        if not follow:
+            return
+    _job_logs(folder, launch.job_id, f"run {folder.name}", environ, follow, notice_after)
+
+
+def _job_logs(
+    folder: RunFolder,
+    job_id: str,
+    of_run: str,
+    environ: dict[str, str],
+    follow: bool,
+    notice_after: float,
+) -> None:
+    """Print the output file of job `job_id` of `of_run`; with `follow`, until the job ends."""
     if follow:
         final = follow_job_output(
             folder,
@@ -63,15 +85,14 @@ def logs(
             on_answer_again=lambda: console.info("Slurm answers again"),
         )
         state = final.state_with_reason if final else "no longer known to Slurm"
-        console.info(f"job {job_id} of run {folder.name}: {state}")
+        console.info(f"job {job_id} of {of_run}: {state}")
         return
     output_file = job_output_file(folder, job_id)
     if output_file is None:
         info = slurm.job_info(job_id, environ=environ)
         state = info.state_with_reason if info else "no longer known to Slurm"
         raise ScaletrainError(
-            f"Job {job_id} of run {folder.name!r} has no output file in {folder.logs}/ "
-            f"(state: {state}).",
+            f"Job {job_id} of {of_run} has no output file in {folder.logs}/ (state: {state}).",
             "a waiting job writes nothing yet; `scaletrain logs -f` prints its output once it "
             "starts. A job submitted without --output=logs/%x-%j.out writes elsewhere.",
         )

@@ -19,6 +19,7 @@ from scaletrain.cli.common import (
     summary_value,
 )
 from scaletrain.cli.local_runs import local_state, on_this_machine, read_run_json
+from scaletrain.cli.rehearsal_status import rehearsal_status
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.hang_report import read_hang_report
@@ -81,7 +82,7 @@ def _slurm(
         "job_id": job_id,
         "state": info.state if info else "UNKNOWN",
         "reason": info.reason if info else "",
-        "elapsed": info.elapsed if info else "",
+        "elapsed": _run_time(info),
         "time_limit": info.time_limit if info else "",
         "num_nodes": info.num_nodes if info else None,
         "nodelist": info.nodelist if info else "",
@@ -115,7 +116,7 @@ def _slurm(
         nodes = f"{info.num_nodes} ({info.nodelist})" if info.nodelist else str(info.num_nodes)
         rows += [
             ("state", (info.state_with_reason, style)),
-            ("time", f"{info.elapsed or '-'} of {info.time_limit or '-'}"),
+            ("time", f"{fields['elapsed'] or '-'} of {info.time_limit or '-'}"),
             ("nodes", nodes),
         ]
         no_output = (
@@ -145,6 +146,9 @@ def _slurm(
     if fields["cost"] is not None:
         rows.append(("cost", f"{fields['cost']['summary']} (scaletrain cost {folder.name})"))
     rows.append(("output", fields["output"] or no_output))
+    if "rehearsal" in job.details:  # submitted with --rehearse
+        fields["rehearsal"], rehearsal_rows = rehearsal_status(folder, job, info, environ)
+        rows += rehearsal_rows
     return fields, rows
 
 
@@ -157,6 +161,12 @@ def _cost(folder: RunFolder, events: tuple[JobEvent, ...]) -> dict[str, Any] | N
     except ScaletrainError:
         return None  # no plan, or accounting knows no run of it: status has said the rest
     return None if found is None else {"summary": summary(found), **found.to_dict()}
+
+
+def _run_time(info: JobInfo | None) -> str:
+    """How long the job ran; '' for one that never got nodes (Slurm 22.05 counts the run time
+    of a job cancelled while pending from 1970: RunTime=20785-10:17:23)."""
+    return info.elapsed if info is not None and info.nodelist else ""
 
 
 def _node_states(info: JobInfo | None, environ: Mapping[str, str]) -> dict[str, str]:

@@ -26,6 +26,12 @@ from scaletrain.core.run_folder import RunFolder, default_run_name
 from scaletrain.core.variables import PROFILE
 from scaletrain.launch.job_script import JobOptions
 from scaletrain.launch.prepare import PreparedJob, prepare_job
+from scaletrain.launch.rehearsal import (
+    DEFAULT_REHEARSAL_STEPS,
+    PreparedRehearsal,
+    prepare_rehearsal,
+    submit_with_rehearsal,
+)
 from scaletrain.launch.script_decisions import describe_decisions
 from scaletrain.launch.shell_text import check_job_name
 from scaletrain.launch.submission import check_continuation, submit_job
@@ -66,6 +72,24 @@ def submit(
         "your script's imports.",
     ),
     hang_limit: str = HANG_LIMIT_OPTION,
+    rehearse: bool = typer.Option(
+        False,
+        "--rehearse",
+        help="First a short rehearsal on the cluster's debug partition (same software, "
+        "preflight, a few steps, a save and a resume); the job starts only if it passes.",
+    ),
+    rehearsal_steps: int = typer.Option(
+        DEFAULT_REHEARSAL_STEPS,
+        "--rehearsal-steps",
+        help="With --rehearse: steps before the save and resume, and again after it "
+        "(scripts with st.Checkpointer).",
+    ),
+    rehearsal_time: str | None = typer.Option(
+        None,
+        "--rehearsal-time",
+        help="With --rehearse: the rehearsal's time limit. Default: 15 minutes, or the "
+        "partition's limit if shorter.",
+    ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print the job script on stdout; write and submit nothing."
     ),
@@ -96,38 +120,66 @@ def submit(
         hang_limit_s=parse_hang_limit(hang_limit),
         template_cache=template_cache_folder(environ),
     )
-    prepared = prepare_job(
-        request, load_profile(request.cluster, environ), run_folder=folder, options=options
-    )
+    profile_of_cluster = load_profile(request.cluster, environ)
+    prepared = prepare_job(request, profile_of_cluster, run_folder=folder, options=options)
+    rehearsal = None
+    if rehearse:
+        rehearsal = prepare_rehearsal(
+            request, profile_of_cluster, prepared, folder, options,
+            steps=rehearsal_steps, time=rehearsal_time,
+        )  # fmt: skip
     for warning in prepared.plan.warnings:
         console.warning(warning)
-    _show_decisions(request, prepared, checks_script=not no_check)
+    _show_decisions(request, prepared, rehearsal, checks_script=not no_check)
     if dry_run:
+        if rehearsal is not None:
+            console.show_text(rehearsal.job.job_script)
         console.show_text(prepared.job_script)
         return
     check_continuation(folder, prepared.plan, environ)
-    job_id = submit_job(prepared, folder, environ)
+    if rehearsal is None:
+        rehearsal_id, job_id = None, submit_job(prepared, folder, environ)
+    else:
+        rehearsal_id, job_id = submit_with_rehearsal(prepared, folder, rehearsal, environ)
     if as_json:
-        console.show_json({"run": folder.name, "job_id": job_id, "folder": str(folder.root)})
+        found = {"run": folder.name, "job_id": job_id, "folder": str(folder.root)}
+        console.show_json(found | ({"rehearsal_job_id": rehearsal_id} if rehearsal_id else {}))
     else:
         console.show_text(f"{job_id}\n")
-    _show_submitted(folder, job_id, runs_dir)
+    _show_submitted(folder, job_id, runs_dir, rehearsal_id)
     console.info(f"  on failure: {failure_cost(prepared.plan, options.hang_limit_s)}")
 
 
-def _show_decisions(request: Request, prepared: PreparedJob, *, checks_script: bool) -> None:
+def _show_decisions(
+    request: Request,
+    prepared: PreparedJob,
+    rehearsal: PreparedRehearsal | None,
+    *,
+    checks_script: bool,
+) -> None:
     """What the job will do with the script, before it is queued: surprises show here."""
     plan = prepared.plan
     console.info(f"{plan.script} as {plan.nodes} node(s) × {plan.gpus_per_node} on {plan.cluster}:")
     rows = describe_decisions(
         request, plan, prepared.script_facts, prepared.recovery, checks_script=checks_script
     )
+    if rehearsal is not None:
+        rows.append(("rehearsal", rehearsal.describe()))
+        rows += [("", note) for note in rehearsal.notes]
     for what, decided in rows:
         console.info(f"  {what:<13} {decided}")
 
 
-def _show_submitted(folder: RunFolder, job_id: str, runs_dir: Path) -> None:
-    console.success(f"submitted job {job_id} for run {folder.name}")
+def _show_submitted(
+    folder: RunFolder, job_id: str, runs_dir: Path, rehearsal_id: str | None
+) -> None:
+    if rehearsal_id is None:
+        console.success(f"submitted job {job_id} for run {folder.name}")
+    else:
+        console.success(
+            f"submitted rehearsal {rehearsal_id} and job {job_id} for run {folder.name}: job "
+            f"{job_id} starts only after rehearsal {rehearsal_id} passed"
+        )
     console.info(f"  folder   {folder.root}/ (plan.toml, job.sbatch, logs/)")
     # The next commands as the user can type them (they find the run under the same folder).
     where = "" if runs_dir == Path("runs") else f" --runs-dir {shlex.quote(str(runs_dir))}"

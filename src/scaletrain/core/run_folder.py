@@ -11,6 +11,8 @@ runs/<name>/
   ranks/         rank-N.json: each training process's last step (its heartbeat)
   stacks/        Python stacks of every rank, on request (`scaletrain stacks`, the watchdog)
   hang.json      the hang watchdog's report: which ranks and nodes stopped first
+  rehearsal/     the rehearsal's own run folder (`submit --rehearse`): its checkpoints never
+                 seed the real run
 """
 
 from __future__ import annotations
@@ -122,6 +124,16 @@ class RunFolder:
     def hang_report(self) -> Path:
         """Written by the hang watchdog when it ended a hung training step."""
         return self.root / "hang.json"
+
+    @property
+    def rehearsal(self) -> RunFolder:
+        """The run folder of this run's rehearsal (`scaletrain submit --rehearse`)."""
+        return RunFolder(self.root / "rehearsal")
+
+    @property
+    def rehearsal_report(self) -> Path:
+        """Written by rank 0 when a rehearsal stops: its step times, save and resume, memory."""
+        return self.metrics / "rehearsal.json"
 
     def create(self) -> RunFolder:
         """Make the folder and the subfolders every run writes to (idempotent)."""

@@ -30,6 +30,12 @@ PROFILE = "SCALETRAIN_PROFILE"
 """RANKS[:WAIT,WARMUP,ACTIVE]: profile these ranks (st.profile, the instrumented entry)."""
 STOP_AFTER_STEPS = "SCALETRAIN_STOP_AFTER_STEPS"
 """The instrumented entry ends the script after this many optimizer steps (scaletrain scale)."""
+REHEARSAL_STEPS = "SCALETRAIN_REHEARSAL_STEPS"
+"""A rehearsal (`submit --rehearse`): the Checkpointer saves after this many steps, resumes from
+that checkpoint, trains as many more and stops."""
+JOB_STARTED = "SCALETRAIN_JOB_STARTED"
+"""When the job's batch shell started (s since the epoch): a rehearsal's start-up is measured
+from it."""
 HANG_LIMIT = "SCALETRAIN_HANG_LIMIT"
 """The hang watchdog's --hang-limit (seconds, 0: off); the ranks pace their heartbeats by it."""
 REQUEUE_COUNT = "SCALETRAIN_REQUEUE_COUNT"

@@ -61,6 +61,11 @@ NUMA_BINDING_TORCH = (2, 9)
 _FILE_OPTIONS = ("--output=", "--error=", "--input=")
 # The store of multi-node torchrun and accelerate launches, run with the job's own Python.
 RENDEZVOUS_STORE = "rendezvous_store.py"
+# A rehearsal's training that outlives its end gets SIGTERM, then SIGKILL this much later
+# (`timeout --kill-after`): well within any stop margin.
+REHEARSAL_KILL_AFTER_S = 30
+# `timeout`'s exit status when the time was up: the rehearsal trained until its end.
+TIMED_OUT_STATUS = 124
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -93,8 +98,17 @@ class JobOptions:
     template_cache: Path | None = None
     """Where the compiled templates are kept between commands (launch/template_cache.py);
     None: compiled at every start."""
+    rehearsal_steps: int | None = None
+    """This job is a rehearsal (`submit --rehearse`, templates/rehearsal.j2): a script with
+    st.Checkpointer trains this many steps, saves, resumes from that checkpoint, trains as
+    many more and stops; any script trains at most until the stop margin. None: a real job."""
 
     def __post_init__(self) -> None:
+        if self.rehearsal_steps is not None and self.rehearsal_steps < 1:
+            raise ScaletrainError(
+                f"--rehearsal-steps {self.rehearsal_steps} is not a positive number.",
+                "give --rehearsal-steps 1 or more (default 10).",
+            )
         for option, value in (
             ("--max-requeues", self.max_requeues),
             ("--stop-margin", self.stop_margin_s or 0),
@@ -278,6 +292,7 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
         "preflight_target": Target(module=in_job_modules.PREFLIGHT),
         "training_target": _training_target(plan, options),
         "monitor": _monitor(options),
+        "rehearsal": _rehearsal(plan, options, margin),
         "why": variables.reason,
     }
 
@@ -373,6 +388,22 @@ def _training_target(plan: Plan, options: JobOptions) -> Target:
     if options.instrument:
         return Target(module=in_job_modules.INSTRUMENT, args=(plan.script, *plan.script_args))
     return Target(script=plan.script, args=plan.script_args)
+
+
+def _rehearsal(plan: Plan, options: JobOptions, margin: int) -> dict[str, Any] | None:
+    """What a rehearsal's part of the job reads (templates/rehearsal.j2), or None."""
+    if options.rehearsal_steps is None:
+        return None
+    return {
+        "steps": options.rehearsal_steps,
+        "steps_variable": variables.REHEARSAL_STEPS,
+        "started_variable": variables.JOB_STARTED,
+        # Training ends by the stop margin at the latest: the job's own end, not Slurm's kill
+        # at the time limit (a failure), decides whether the real job starts.
+        "end_s": plan.time_seconds - margin,
+        "kill_after_s": REHEARSAL_KILL_AFTER_S,
+        "timed_out_status": TIMED_OUT_STATUS,
+    }
 
 
 def _monitor(options: JobOptions) -> dict[str, str] | None:

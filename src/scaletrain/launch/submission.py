@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
@@ -54,6 +55,11 @@ def check_continuation(folder: RunFolder, plan: Plan, environ: Mapping[str, str]
                 f"saved in {folder.plan}).",
                 "give the same options to continue that run, or another --name for a new run.",
             )
+    check_no_live_job(folder, environ)
+
+
+def check_no_live_job(folder: RunFolder, environ: Mapping[str, str]) -> None:
+    """A run folder takes a new job only when its current one has ended."""
     job = current_job(read_job_events(folder))
     if job is not None:
         info = slurm.job_info(job.job_id, environ=environ)
@@ -66,16 +72,34 @@ def check_continuation(folder: RunFolder, plan: Plan, environ: Mapping[str, str]
             )
 
 
-def submit_job(prepared: PreparedJob, folder: RunFolder, environ: Mapping[str, str]) -> str:
-    """Save plan.toml and job.sbatch (exactly as submitted), sbatch it, record it; the job id."""
+def submit_job(
+    prepared: PreparedJob,
+    folder: RunFolder,
+    environ: Mapping[str, str],
+    *,
+    after_rehearsal: str | None = None,
+) -> str:
+    """Save plan.toml and job.sbatch (exactly as submitted), sbatch it, record it; the job id.
+
+    `after_rehearsal`: the job id of its rehearsal, which the job waits for and must pass
+    (sbatch options, not #SBATCH lines: a resubmission of job.sbatch waits for nothing)."""
     slurm.find_command("sbatch", environ=environ)  # before writing anything
     plan = prepared.plan
+    options = (
+        (f"--dependency=afterok:{after_rehearsal}", "--kill-on-invalid-dep=yes")
+        if after_rehearsal
+        else ()
+    )
     with _undone_on_failure(folder):
         folder.create()
         write_plan(plan, folder.plan)
         folder.job_script.write_text(prepared.job_script, encoding="utf-8")
         # From the run folder: the script's #SBATCH --output=logs/... is relative to it.
-        job_id = slurm.submit(folder.job_script.absolute(), cwd=folder.root, environ=environ)
+        job_id = slurm.submit(
+            folder.job_script.absolute(), cwd=folder.root, environ=environ, options=options
+        )
+    # The rehearsal it waits for, if any: `status` shows it with the job.
+    rehearsal: dict[str, Any] = {"rehearsal": after_rehearsal} if after_rehearsal else {}
     record_job_event(
         folder,
         "submitted",
@@ -86,6 +110,7 @@ def submit_job(prepared: PreparedJob, folder: RunFolder, environ: Mapping[str, s
         gpus=plan.world_size,
         # Only a script that uses scaletrain reports its steps (status: "no steps reported").
         uses_scaletrain=prepared.script_facts.uses_scaletrain,
+        **rehearsal,
     )
     return job_id
 
