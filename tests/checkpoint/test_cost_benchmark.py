@@ -1,12 +1,16 @@
 """benchmarks/checkpoint_cost.py divides the bytes of one checkpoint by the time it took to
-save and load it: each round must count that checkpoint alone, not every one kept."""
+save and load it: each round must count that checkpoint alone, not every one kept. The
+guide's figures are those of the committed results."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -40,3 +44,26 @@ def test_each_round_counts_the_bytes_of_one_checkpoint_of_the_state(tmp_path: Pa
     for number, sizes in enumerate(counted):
         for name, size in sizes.items():
             assert state <= size <= state * (1 + OVERHEAD), (number, name, size, state)
+
+
+def figures_module() -> ModuleType:
+    path = REPO / "benchmarks" / "checkpoint_figures.py"
+    spec = importlib.util.spec_from_file_location("checkpoint_figures", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_guide_gives_the_figures_of_the_committed_results() -> None:
+    figures = figures_module()
+    guide = figures.GUIDE.read_text(encoding="utf-8")
+    assert figures.block_in(guide) == figures.figures(), (
+        "docs/checkpoints.md's figures differ from benchmarks/results/checkpoint_cost*.json: "
+        "run `python benchmarks/checkpoint_figures.py`"
+    )
+    # Nowhere else in the guide a measured rate, time or ratio that no test checks; the
+    # README sends readers to the guide for what a checkpoint costs.
+    rest = guide.replace(figures.block_in(guide), "")
+    assert not re.findall(r"MB/s|GB/s|\d\.\d+ s\b|\d\.\d+ ?×", rest)
+    assert "MB/s" not in (REPO / "README.md").read_text(encoding="utf-8")
