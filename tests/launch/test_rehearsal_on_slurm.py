@@ -43,7 +43,7 @@ def submit_rehearsed(
         "submit", *options, *worker, cwd=tmp_path, environ=environ, venv=cluster.user_venv
     )
     assert result.returncode == 0, result.stderr
-    assert "rehearsal     1 node(s) × 2 on debug first: 5 steps" in result.stderr
+    assert "rehearsal     1 node(s) × 2 on debug first (0:15:00): 5 steps" in result.stderr
     submitted = json.loads(result.stdout)
     folder = RunFolder(tmp_path / "runs" / name)
     return folder, submitted["rehearsal_job_id"], submitted["job_id"], environ

@@ -72,7 +72,8 @@ def test_submit_says_what_the_rehearsal_does_and_prints_both_scripts(tmp_path: P
     )
     assert result.returncode == 0, result.stderr
     assert (
-        "  rehearsal     2 node(s) × 4 on gputest first: 10 steps, a checkpoint saved and "
+        "  rehearsal     2 node(s) × 4 on gputest first (0:15:00, at most 156 GPU BU): 10 "
+        "steps, a checkpoint saved and "
         "resumed, 10 more (st.Checkpointer), or training until 0:12:00; the real job starts "
         "only if it passes\n"
         "                scaled down from 4 node(s) × 4 to 2 × 4: gputest takes at most 2 "

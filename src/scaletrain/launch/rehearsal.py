@@ -44,7 +44,11 @@ class PreparedRehearsal:
     def describe(self) -> str:
         """What the rehearsal does, in one line for `submit`."""
         plan = self.job.plan
-        where = f"{plan.nodes} node(s) × {plan.gpus_per_node} on {plan.partition} first"
+        limit = format_slurm_time(plan.time_seconds)
+        cost = f", at most {plan.billing.total_units:g} {plan.billing.unit}" if plan.billing else ""
+        where = (
+            f"{plan.nodes} node(s) × {plan.gpus_per_node} on {plan.partition} first ({limit}{cost})"
+        )
         end = format_slurm_time(self.end_s)
         if self.steps:
             what = (
