@@ -135,3 +135,18 @@ def test_a_job_that_fails_in_step_2_never_starts_and_status_says_why(
     assert error in logs.stdout and "rehearsal failed (exit status" in logs.stdout
     doctor = scaletrain("doctor", str(folder.root), cwd=tmp_path, environ=environ)
     assert doctor.returncode == 1 and error in doctor.stdout + doctor.stderr
+
+
+def test_cancelling_the_run_cancels_its_rehearsal_too(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    folder, rehearsal, real, environ = submit_rehearsed(slurm_cluster, tmp_path, "dropped")
+    cancelled = scaletrain("cancel", "dropped", cwd=tmp_path, environ=environ)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"cancelled job {real} of run dropped and its rehearsal, job {rehearsal}" in (
+        cancelled.stderr
+    )
+    assert slurm_cluster.wait_for_job(rehearsal) == "CANCELLED"
+    assert slurm_cluster.wait_for_job(real) == "CANCELLED"
+    assert [e.event for e in read_job_events(folder)] == ["submitted", "cancelled"]
+    assert [e.event for e in read_job_events(folder.rehearsal)] == ["submitted", "cancelled"]

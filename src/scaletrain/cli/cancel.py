@@ -55,9 +55,26 @@ def _cancel_job(folder: RunFolder, job: JobEvent, *, as_json: bool) -> None:
         return
     slurm.cancel(job.job_id, environ=environ)
     record_job_event(folder, "cancelled", job.job_id)
+    rehearsal = _cancel_rehearsal(folder, job, environ)
     if as_json:
-        console.show_json(result | {"cancelled": True})
-    console.success(f"cancelled job {job.job_id} of run {folder.name}")
+        found = {"rehearsal_job_id": rehearsal} if rehearsal else {}
+        console.show_json(result | {"cancelled": True} | found)
+    also = f" and its rehearsal, job {rehearsal}" if rehearsal else ""
+    console.success(f"cancelled job {job.job_id} of run {folder.name}{also}")
+
+
+def _cancel_rehearsal(folder: RunFolder, job: JobEvent, environ: dict[str, str]) -> str | None:
+    """The rehearsal the job waits for (`submit --rehearse`), cancelled too while it runs:
+    nothing would wait for its verdict. Its id, or None."""
+    rehearsal = job.details.get("rehearsal")
+    if not rehearsal:
+        return None
+    info = slurm.job_info(str(rehearsal), environ=environ)
+    if info is None or not info.is_active:
+        return None
+    slurm.cancel(str(rehearsal), environ=environ)
+    record_job_event(folder.rehearsal, "cancelled", str(rehearsal))
+    return str(rehearsal)
 
 
 def _stop_local(folder: RunFolder, record: RunRecord, *, as_json: bool) -> None:
