@@ -150,3 +150,36 @@ def test_cancelling_the_run_cancels_its_rehearsal_too(
     assert slurm_cluster.wait_for_job(real) == "CANCELLED"
     assert [e.event for e in read_job_events(folder)] == ["submitted", "cancelled"]
     assert [e.event for e in read_job_events(folder.rehearsal)] == ["submitted", "cancelled"]
+
+
+def test_a_script_without_scaletrain_passes_by_training_until_its_end(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """No st.Checkpointer to rehearse: training that reaches the rehearsal's end (its time
+    limit less the stop margin) without an error passes, and the real job starts."""
+    release = tmp_path / "release"  # task_probe.py waits for it (60 s at most), then ends
+    environ = job_environ(
+        slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path), PROBE_WAIT_FOR=str(release)
+    )
+    # 75 s less a fifth: training ends 60 s after the job started, before the probe would.
+    options = submit_options("plain", "srun", 1, 1, "--rehearse", "--rehearsal-time", "1:15",
+                             "--json")  # fmt: skip
+    result = scaletrain(
+        "submit", *options, str(WORKERS / "task_probe.py"), cwd=tmp_path, environ=environ,
+        venv=slurm_cluster.user_venv,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "training until 0:01:00 without an error (no st.Checkpointer to rehearse)" in (
+        result.stderr
+    )
+    submitted = json.loads(result.stdout)
+    rehearsal, real = submitted["rehearsal_job_id"], submitted["job_id"]
+    assert slurm_cluster.wait_for_job(rehearsal, timeout=PAIR_TIMEOUT_S) == "COMPLETED"
+    folder = RunFolder(tmp_path / "runs" / "plain")
+    said = (folder.rehearsal.logs / f"plain-rehearsal-{rehearsal}.out").read_text()
+    assert "preflight passed" in said
+    assert "rehearsal passed: trained without an error until its end, 60 s after" in said
+    release.touch()
+    assert slurm_cluster.wait_for_job(real, timeout=PAIR_TIMEOUT_S) == "COMPLETED"
+    table = status(tmp_path, environ, "plain")
+    assert f"job {rehearsal} passed: trained without an error (no save and resume" in table
