@@ -133,6 +133,11 @@ def test_a_job_that_fails_in_step_2_never_starts_and_status_says_why(
     assert logs.returncode == 0, logs.stderr
     assert f"it runs only after its rehearsal, job {rehearsal}, passed" in logs.stderr
     assert error in logs.stdout and "rehearsal failed (exit status" in logs.stdout
+    followed = scaletrain("logs", "-f", "broken", cwd=tmp_path, environ=environ)
+    assert followed.returncode == 0, followed.stderr
+    assert error in followed.stdout
+    assert f"job {rehearsal} of the rehearsal of run broken: FAILED" in followed.stderr
+    assert f"job {real} of run broken: CANCELLED (DependencyNeverSatisfied)" in followed.stderr
     doctor = scaletrain("doctor", str(folder.root), cwd=tmp_path, environ=environ)
     assert doctor.returncode == 1 and error in doctor.stdout + doctor.stderr
 

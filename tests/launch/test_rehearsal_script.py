@@ -40,8 +40,9 @@ def test_a_rehearsal_trains_until_the_stop_margin_and_passes_or_fails_by_its_exi
     assert "if ((status == 124)); then" in verdict and "status=0" in verdict
     assert '"reason": "rehearsal"' in verdict
     assert 'exit "$status"' in verdict
-    # Never requeued, never restarted: a failure must end it.
+    # Never requeued, never restarted: a failure, a hang too, must end it.
     assert "#SBATCH --requeue" not in script and "scontrol requeue" not in script
+    assert "scaletrain: rehearsal failed: training hung (see above)" in script
 
 
 def test_a_real_job_has_no_rehearsal_part() -> None:
