@@ -438,12 +438,15 @@ def driver(args: argparse.Namespace) -> None:
     results: dict[str, Any] = {}
     for ranks in args.ranks:
         out = Path(tempfile.mkstemp(suffix=".json")[1])
+        # Without --log-dir torchrun leaves a torchelastic_* folder in $TMPDIR per run.
+        logs = tempfile.TemporaryDirectory(prefix="torchrun-logs-")
         command = [
             sys.executable,
             "-m",
             "torch.distributed.run",
             "--standalone",
             f"--nproc-per-node={ranks}",
+            f"--log-dir={logs.name}",
             __file__,
             *sys.argv[1:],
             f"--worker-out={out}",
@@ -451,7 +454,8 @@ def driver(args: argparse.Namespace) -> None:
         environ = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // ranks))}
         started = time.perf_counter()
         load_before = os.getloadavg()
-        subprocess.run(command, check=True, env=environ, timeout=3 * 3600)
+        with logs:
+            subprocess.run(command, check=True, env=environ, timeout=3 * 3600)
         rounds = json.loads(out.read_text(encoding="utf-8"))
         out.unlink()
         results[str(ranks)] = {

@@ -105,8 +105,8 @@ class Checkpointer:
         when a stop is requested (SIGTERM, SIGUSR1, the stop-requested file; checked every
         `stop_check_seconds` s) and when training ends. `asynchronous=True` writes periodic
         checkpoints in the background after a copy to CPU memory, page-locked where a GPU is
-        unless `pin_staging=False`. `storage` chooses how files are written and read: "dcp",
-        DCP's public API, or the opt-in "direct" (see docs/checkpoints.md). With
+        unless `pin_staging=False`. `storage` chooses how files are written: "dcp", DCP's
+        public API, or the opt-in "direct" (see docs/checkpoints.md). With
         `enabled=False` nothing is saved or resumed and the loops behave like plain loops.
         """
         self.enabled = enabled

@@ -57,7 +57,7 @@ class Storage(Protocol):
 
 
 def open_storage(name: str, target: SaveTarget, *, pin: bool, asynchronous: bool) -> Storage:
-    """The storage named `name` for a run's saves and loads."""
+    """The storage named `name` for a run's saves."""
     if name not in STORAGES:
         raise ScaletrainError(
             f"Checkpointer(storage={name!r}) names no storage.",
