@@ -27,6 +27,9 @@ from tests.support.slurm_jobs import (
 
 pytestmark = pytest.mark.slurm
 
+# graceful_stop.py stands for a script's side of the stop handshake, which a script with a
+# Checkpointer has; `submit` cannot see that in it, so its jobs ask for requeue (--requeue).
+
 
 def test_graceful_stop_requeues_and_the_rerun_continues(
     slurm_cluster: SlurmCluster, tmp_path: Path
@@ -34,7 +37,7 @@ def test_graceful_stop_requeues_and_the_rerun_continues(
     """The job script's side of the graceful-stop handshake, with a worker doing the training
     side: USR1 -> stop-requested -> stopped.json -> requeue -> the rerun with restart count 1."""
     environ = job_environ(slurm_cluster, tmp_path)
-    options = submit_options("stopper", "srun", 1, 1, "--no-check")
+    options = submit_options("stopper", "srun", 1, 1, "--no-check", "--requeue")
     folder, job_id = submit(
         slurm_cluster, tmp_path, environ, options, str(WORKERS / "graceful_stop.py")
     )
@@ -72,7 +75,7 @@ def test_a_stop_marker_of_an_earlier_job_does_not_requeue(
     stale.parent.mkdir(parents=True)
     stale.write_text(json.dumps({"step": 3, "reason": "stop: SIGTERM"}))
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path))
-    options = submit_options("stale", "srun", 1, 1, "--no-check")
+    options = submit_options("stale", "srun", 1, 1, "--no-check", "--requeue")
     folder, job_id = submit(
         slurm_cluster, tmp_path, environ, options, str(WORKERS / "task_probe.py")
     )
@@ -89,7 +92,7 @@ def test_a_run_continues_under_its_name_but_not_twice_at_once(
     environ = job_environ(
         slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path), PROBE_WAIT_FOR=str(release)
     )
-    options = submit_options("again", "srun", 1, 1, "--no-check")
+    options = submit_options("again", "srun", 1, 1, "--no-check", "--requeue")
     probe = str(WORKERS / "task_probe.py")
     folder, first = submit(slurm_cluster, tmp_path, environ, options, probe)
     busy = scaletrain("submit", *options, probe, cwd=tmp_path, environ=environ)
