@@ -18,6 +18,7 @@ from torch.distributed.checkpoint.metadata import BytesStorageMetadata, TensorSt
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
 from scaletrain.checkpoint.deepspeed_state import SECTION, SHAPES
+from scaletrain.checkpoint.manifest import newer_torch_error
 from scaletrain.checkpoint.process_switches import without_dcp_collectives
 from scaletrain.checkpoint.safe_load import SafeFileSystemReader, SafeLoadPlanner
 from scaletrain.core.errors import ScaletrainError
@@ -37,7 +38,13 @@ class Exported:
 def read_model(checkpoint: Path) -> dict[str, torch.Tensor]:
     """The full model weights of a checkpoint folder, by parameter name."""
     reader = SafeFileSystemReader(checkpoint)
-    metadata = reader.read_metadata()
+    try:
+        metadata = reader.read_metadata()
+    except (ValueError, TypeError, AttributeError) as error:
+        newer = newer_torch_error(checkpoint, torch.__version__, error)
+        if newer is None:
+            raise
+        raise newer from error
     paths = metadata.planner_data or {}
     model: dict[str, Any] = {}
     shapes: dict[str, Any] = {}

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from scaletrain.core.errors import ScaletrainError
+from scaletrain.core.torch_support import minor, release
 
 MANIFEST_NAME = "checkpoint.json"
 FORMAT_VERSION = 1
@@ -140,3 +141,21 @@ def verify_files(folder: Path, expected: dict[str, FileDigest]) -> list[str]:
         return problems
     garbled = [name for name, want in expected.items() if digest(folder / name) != want]
     return [checksum_problem(name) for name in garbled]
+
+
+def newer_torch_error(folder: Path, running: str, error: BaseException) -> ScaletrainError | None:
+    """The error for a checkpoint that a newer torch wrote and this one cannot read (torch
+    2.15 added fields to DCP's metadata that older releases do not know); None when the
+    checkpoint's own torch is not newer, or it does not say."""
+    try:
+        written_by = Manifest.read(folder).versions.get("torch", "")
+    except DamagedCheckpointError:
+        return None
+    if not written_by or release(written_by)[:2] <= release(running)[:2]:
+        return None
+    return ScaletrainError(
+        f"The checkpoint {folder} was written by torch {written_by}, and this torch "
+        f"{running} cannot read it ({str(error)[:300]}). It is left as it is.",
+        f"resume or export it with torch {minor(written_by)} or newer: the image or module "
+        "that wrote it (a newer torch reads older checkpoints).",
+    )

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
@@ -29,6 +30,7 @@ from scaletrain.checkpoint.layout import files_of_rank
 from scaletrain.checkpoint.manifest import (
     DamagedCheckpointError,
     Manifest,
+    newer_torch_error,
     verify_files,
 )
 from scaletrain.checkpoint.process_switches import without_automatic_gc, without_dcp_collectives
@@ -87,6 +89,9 @@ def _check(folder: Path, target: SaveTarget) -> list[str]:
             check_metadata(folder)
         except (OSError, EOFError, pickle.UnpicklingError) as error:
             problems.append(f"{METADATA_NAME} cannot be read safely ({error})")
+        except (ValueError, TypeError, AttributeError) as error:
+            # Fields this torch does not know: damage, or a newer torch's (told apart after).
+            problems.append(f"{METADATA_NAME} cannot be read by this torch ({error})")
     return problems
 
 
@@ -107,7 +112,8 @@ def _read(
                 no_dist=without_dcp_collectives(target.world_size),
             )
     except (Exception, CheckpointException) as error:  # DCP's is a BaseException
-        raise _does_not_fit(folder, error, state) from error
+        newer = newer_torch_error(folder, torch.__version__, error)
+        raise (newer or _does_not_fit(folder, error, state)) from error
     return state
 
 
@@ -185,6 +191,9 @@ def load_newest(objects: TrainingObjects, target: SaveTarget) -> Resumed | None:
         folder = store.root / name
         problems = _from_all_ranks(_check(folder, target), target)
         if problems:
+            newer = newer_torch_error(folder, torch.__version__, RuntimeError(problems[0]))
+            if newer is not None:
+                raise newer  # on every rank: they all saw the same problems
             _set_aside(folder, problems, target)
             continue
         manifest = Manifest.read(folder)
