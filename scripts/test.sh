@@ -23,3 +23,19 @@ if ! command -v shellcheck >/dev/null; then
     fi
 fi
 echo "== pytest" >&2 && "$bin/pytest" "$@"
+# The fast tiers again on the oldest and the newest torch the package declares
+# (src/scaletrain/core/torch_support.toml), each in a venv of its own; a run of the whole suite
+# only (no arguments). SCALETRAIN_TORCH_MATRIX=0 leaves them out.
+if [[ $# -eq 0 && ${SCALETRAIN_TORCH_MATRIX:-1} != 0 ]]; then
+    versions=$("$bin/python" -c 'from scaletrain.core.torch_support import torch_support as t
+print(t().oldest, t().newest)')
+    for version in $versions; do
+        bash scripts/setup-torch-venv.sh "$version"
+        echo "== pytest, fast tiers, torch $version" >&2
+        ".venv-torch-$version/bin/pytest" -m "not slurm and not long" \
+            tests/checkpoint tests/train tests/runtime tests/launch tests/diagnose
+    done
+    echo "== pytest, checkpoints across torch releases" >&2
+    SCALETRAIN_TORCH_VENVS=$(printf '.venv-torch-%s ' $versions) "$bin/pytest" \
+        tests/checkpoint/test_across_torch_versions.py
+fi
