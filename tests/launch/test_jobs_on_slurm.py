@@ -16,8 +16,10 @@ from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.job_script import JobOptions, render_job_script
 from scaletrain.launch.prepare import PreparedJob
+from scaletrain.launch.script_decisions import recovery
 from scaletrain.launch.submission import submit_job
 from scaletrain.planning.modes import launch_modes
+from scaletrain.planning.script_facts import read_script_facts
 from scaletrain.slurm.history import read_job_events
 from tests.conftest import REPO, WORKERS, scaletrain
 from tests.support.job_scripts import HOSTILE_PROFILE_VALUE, hostile_site, plan_for
@@ -185,7 +187,9 @@ def test_hostile_paths_and_arguments_arrive_as_given(
     probes.mkdir()
     environ = job_environ(slurm_cluster, tmp_path, PROBE_OUT=str(probes))
     hostile_site(tmp_path / "config")
-    options = submit_options("quoted", mode, 2, 1, "--no-check", cluster="hostile")
+    # DeepSpeed's --local_rank, asked for: the probe takes its arguments unparsed.
+    local_rank = ["--local-rank-arg", "yes"] if mode == "deepspeed" else []
+    options = submit_options("quoted", mode, 2, 1, "--no-check", *local_rank, cluster="hostile")
     # After `--`, also options named like submit's own (--name) are the script's.
     folder, job_id = submit(slurm_cluster, project, environ, options, script.name, "--", *arguments)
     output = finished(slurm_cluster, folder, job_id)
@@ -217,6 +221,7 @@ def test_per_task_values_are_evaluated_in_each_task(
         gpus_per_node=2,
         time="10:00",
         script=str(WORKERS / "task_probe.py"),
+        visible_gpus="own",  # seed 003's select_gpu: one GCD per task
     )
     lumi = load_profile("lumi", {}).software.task_setup
     plan = dataclasses.replace(
@@ -229,7 +234,9 @@ def test_per_task_values_are_evaluated_in_each_task(
     user = f"scaletrain-test-{os.getpid()}"  # a MIOpen folder name no one else uses
     environ = job_environ(slurm_cluster, tmp_path, PROBE_DIR=str(tmp_path), USER=user)
     try:
-        job_id = submit_job(PreparedJob(plan, script), folder, environ)
+        facts = read_script_facts(WORKERS / "task_probe.py")
+        recovered = recovery(facts, max_restarts=0, requeue=False)
+        job_id = submit_job(PreparedJob(plan, script, facts, recovered), folder, environ)
         finished(slurm_cluster, folder, job_id)
         tasks = reports(tmp_path, "task-*.json")
         seen = [

@@ -60,6 +60,8 @@ def test_a_failing_rank_fails_the_run_and_its_traceback_is_shown(tmp_path: Path)
         "2",
         "--name",
         "broken",
+        "--max-restarts",
+        "2",
         str(WORKERS / "hello.py"),
         "--fail-rank",
         "1",
@@ -67,9 +69,10 @@ def test_a_failing_rank_fails_the_run_and_its_traceback_is_shown(tmp_path: Path)
     )
     assert result.returncode != 0
     assert "failed (exit code" in result.stdout  # the run's summary is its result
-    # Restarted 3 times by default (each restart has its own logs); the last one is shown.
+    # Restarted as often as asked (each restart has its own logs); the last one is shown.
     logs = tmp_path / "runs" / "broken" / "logs"
-    assert (logs / "restart-3" / "rank-1.err").is_file()
+    assert (logs / "restart-2" / "rank-1.err").is_file()
+    assert not (logs / "restart-3").exists()
     assert result.stderr.count("rank 1 failed on purpose") == 1
     record = json.loads((tmp_path / "runs" / "broken" / "run.json").read_text())
     assert record["exit_code"] == result.returncode
