@@ -18,7 +18,7 @@ import torch
 import scaletrain.checkpoint
 from scaletrain.checkpoint.direct.torch_private import TESTED_TORCH_VERSIONS
 from scaletrain.checkpoint.export import read_model
-from scaletrain.checkpoint.storage import _direct_unusable_because
+from scaletrain.checkpoint.storage import direct_unusable_because
 from tests.conftest import PROCESS_TIMEOUT_S, WORKERS, clean_environ, torchrun
 
 PACKAGE = Path(scaletrain.checkpoint.__file__).parent
@@ -88,8 +88,8 @@ def test_no_module_outside_the_direct_storage_names_a_private_torch_entry_point(
 
 def test_the_direct_storage_runs_only_on_the_torch_versions_it_was_tested_on() -> None:
     tested = TESTED_TORCH_VERSIONS[0]
-    assert _direct_unusable_because(f"{tested}+cu130") is None
-    assert _direct_unusable_because("2.99.0") == (
+    assert direct_unusable_because(f"{tested}+cu130") is None
+    assert direct_unusable_because("2.99.0") == (
         f"was tested on torch {', '.join(TESTED_TORCH_VERSIONS)}, not on 2.99.0"
     )
 

@@ -64,7 +64,7 @@ def open_storage(name: str, target: SaveTarget, *, pin: bool, asynchronous: bool
             "use storage='dcp' (the default: DCP's public API) or 'direct' (opt-in).",
         )
     if name == "direct":
-        unusable = _direct_unusable_because(torch.__version__)
+        unusable = direct_unusable_because(torch.__version__)
         if unusable is None:
             from scaletrain.checkpoint.direct.storage import DirectStorage
 
@@ -77,7 +77,7 @@ def open_storage(name: str, target: SaveTarget, *, pin: bool, asynchronous: bool
     return DcpStorage(target, pin=pin)
 
 
-def _direct_unusable_because(torch_version: str) -> str | None:
+def direct_unusable_because(torch_version: str) -> str | None:
     """Why the direct storage cannot be used with this torch; None when it can."""
     release = torch_version.split("+")[0]
     try:

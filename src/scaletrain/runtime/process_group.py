@@ -52,6 +52,12 @@ _before_shutdown: list[Callable[[], None]] = []
 # the GIL aborts the process ("terminate called without an active exception", seen in ~10%
 # of 2-rank DDP runs here; pytorch/pytorch#179291). A short GIL-free pause lets them finish.
 _WORKER_DRAIN_S = 0.05
+# A gloo worker thread keeps the last work it ran until it takes the next one; on torch 2.7
+# destroying the group then joins a worker that waits for the GIL the destroying thread holds
+# (the work of an all_gather_object holds Python tensors): a hang at exit, seen after a
+# failed asynchronous save. A barrier per worker thread (gloo's default: 2) hands each one
+# work that holds no Python object before the group is destroyed.
+_GLOO_WORKER_THREADS = 2
 
 
 def torch_variables(layout: ProcessLayout) -> dict[str, str]:
@@ -258,11 +264,16 @@ def all_gather_objects(value: Any) -> list[Any]:
     return gathered
 
 
-def _release_process_group() -> None:
-    """Destroy the group while the interpreter is still alive (also at exit, via atexit)."""
+def _release_process_group(every_rank_here: bool = False) -> None:
+    """Destroy the group while the interpreter is still alive (also at exit, via atexit,
+    where other ranks may be gone: no collective then unless the process is alone)."""
     import torch.distributed as dist
 
     if dist.is_initialized():
+        alone = dist.get_world_size() == 1
+        if dist.get_backend() == "gloo" and (every_rank_here or alone):
+            for _ in range(_GLOO_WORKER_THREADS):
+                dist.barrier()
         dist.destroy_process_group()
         time.sleep(_WORKER_DRAIN_S)
 
@@ -273,8 +284,10 @@ def shutdown() -> None:
     global _current, _long_waits
     while _before_shutdown:
         _before_shutdown.pop(0)()
+    every_rank_here = False
     if _long_waits is not None and _current is not None and _current.world_size > 1:
         _long_waits.barrier()
+        every_rank_here = True
     stop_heartbeat()
-    _release_process_group()
+    _release_process_group(every_rank_here)
     _current = _long_waits = None
