@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from scaletrain.checkpoint.state import capture_rank_state
 from scaletrain.checkpoint.storage import STORAGES, StorageName, open_storage
 from scaletrain.checkpoint.writer import SaveJob, SaveTarget, write_checkpoint
 from tests.conftest import WORKERS, end_session, kill_session, scaletrain, start_scaletrain
+from tests.support.waiting import wait_until
 
 # The resumable worker (resumable.py) with a choice of storage: `--storage NAME`.
 RESUMABLE = WORKERS / "resumable_on_storage.py"
@@ -63,14 +63,6 @@ def assert_same_weights(actual: dict[str, torch.Tensor], expected: dict[str, tor
     assert actual.keys() == expected.keys()
     different = [name for name in expected if not torch.equal(actual[name], expected[name])]
     assert not different, f"weights differ from the uninterrupted run: {different}"
-
-
-def wait_for(condition: Callable[[], bool], *, what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(POLL_S)
 
 
 def pids(run: Path, nproc: int = 2) -> list[int] | None:
@@ -122,7 +114,9 @@ def interrupted_run(
     command = run_args(name, *worker_args, "--step-seconds", "0.05", nproc=nproc, restarts=restarts)
     process = start_scaletrain(*command, cwd=tmp_path, log=log)
     try:
-        wait_for(lambda: when(run), what=f"{name} to reach the moment of the interruption")
+        wait_until(
+            lambda: when(run), f"{name} to reach the moment of the interruption", pause_s=POLL_S
+        )
         interrupt(run, process)
         exit_code = end_session(process)
     finally:

@@ -19,16 +19,17 @@ import torch
 
 from scaletrain.checkpoint.layout import CheckpointStore
 from tests.checkpoint.conftest import (
+    POLL_S,
     assert_same_weights,
     interrupted_run,
     json_lines,
     pids,
     request_stop,
     run_args,
-    wait_for,
     weights,
 )
 from tests.conftest import scaletrain
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.multiprocess
 
@@ -105,7 +106,9 @@ def test_ctrl_c_twice_ends_every_process_at_once(tmp_path: Path) -> None:
     def twice(run: Path, launcher: subprocess.Popen[bytes]) -> None:
         ranks.extend(pids(run) or [])
         os.killpg(launcher.pid, signal.SIGINT)
-        wait_for(lambda: "Ctrl-C: saving a checkpoint" in log.read_text(), what="the first")
+        wait_until(
+            lambda: "Ctrl-C: saving a checkpoint" in log.read_text(), "the first", pause_s=POLL_S
+        )
         os.killpg(launcher.pid, signal.SIGINT)
 
     log = tmp_path / "impatient.log"

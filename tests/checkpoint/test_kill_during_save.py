@@ -24,8 +24,10 @@ import torch
 from scaletrain.checkpoint.layout import CheckpointStore, step_of
 from scaletrain.checkpoint.manifest import Manifest, verify_files
 from scaletrain.checkpoint.safe_load import check_metadata
-from tests.checkpoint.conftest import RESUMABLE, assert_same_weights, pids, wait_for, weights
-from tests.conftest import PROCESS_TIMEOUT_S, clean_environ, free_port
+from tests.checkpoint.conftest import POLL_S, RESUMABLE, assert_same_weights, pids, weights
+from tests.conftest import PROCESS_TIMEOUT_S
+from tests.support.ranks import start_ranks
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.multiprocess
 
@@ -37,28 +39,13 @@ OPTIONS = ("--epochs", "30", "--width", "1024", "--every-steps", "1", "--keep", 
 KILL_WITHIN_S = 0.6
 
 
-def start_ranks(run: Path, *options: str) -> list[subprocess.Popen[bytes]]:
+def start_attempt(run: Path, *options: str) -> list[subprocess.Popen[str]]:
     """Both ranks of one attempt, each logging to runs/<name>/logs/rank-N.out."""
-    port = str(free_port())
-    run.joinpath("logs").mkdir(parents=True, exist_ok=True)
-    ranks = []
-    for rank in range(2):
-        environ = clean_environ(
-            RANK=str(rank),
-            LOCAL_RANK=str(rank),
-            WORLD_SIZE="2",
-            LOCAL_WORLD_SIZE="2",
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=port,
-            SCALETRAIN_RUN_DIR=str(run),
-        )
-        with (run / "logs" / f"rank-{rank}.out").open("wb") as log:
-            command = [sys.executable, str(RESUMABLE), "--out", str(run / "out"), *options]
-            ranks.append(subprocess.Popen(command, env=environ, stdout=log, stderr=log))
-    return ranks
+    command = [sys.executable, str(RESUMABLE), "--out", str(run / "out"), *options]
+    return start_ranks(command, 2, extra={"SCALETRAIN_RUN_DIR": str(run)}, logs=run / "logs")
 
 
-def kill(ranks: list[subprocess.Popen[bytes]]) -> None:
+def kill(ranks: list[subprocess.Popen[str]]) -> None:
     for process in ranks:
         process.kill()
     for process in ranks:
@@ -89,9 +76,9 @@ def test_killing_the_job_during_saves_never_loses_the_newest_complete_checkpoint
         mode = ("--asynchronous",) if trial % 2 else ()
         for pid_file in (run / "out" / "pids").glob("*.pid"):
             pid_file.unlink()
-        ranks = start_ranks(run, *OPTIONS, *mode, "--storage", storage)
+        ranks = start_attempt(run, *OPTIONS, *mode, "--storage", storage)
         try:
-            wait_for(lambda: pids(run) is not None, what=f"attempt {trial} to resume")
+            wait_until(lambda: pids(run) is not None, f"attempt {trial} to resume", pause_s=POLL_S)
             time.sleep(chance.uniform(0, KILL_WITHIN_S))
             assert all(rank.poll() is None for rank in ranks), "the run ended before the kill"
         finally:
@@ -107,7 +94,7 @@ def test_killing_the_job_during_saves_never_loses_the_newest_complete_checkpoint
             assert newest is not None and step_of(newest) >= step_of(expected)  # type: ignore[operator]
         expected = newest
 
-    ranks = start_ranks(run, *OPTIONS, "--storage", storage)
+    ranks = start_attempt(run, *OPTIONS, "--storage", storage)
     try:
         assert [rank.wait(timeout=PROCESS_TIMEOUT_S) for rank in ranks] == [0, 0]
     finally:

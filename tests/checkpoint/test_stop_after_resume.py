@@ -20,8 +20,9 @@ import pytest
 
 from scaletrain.core.rank_files import read_beats
 from scaletrain.core.run_folder import RunFolder
-from tests.checkpoint.conftest import request_stop, wait_for
+from tests.checkpoint.conftest import POLL_S, request_stop
 from tests.conftest import WORKERS, end_session, kill_session, start_scaletrain
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.multiprocess
 
@@ -57,7 +58,11 @@ def test_a_resumed_run_stops_within_a_vote_of_the_request(tmp_path: Path, reques
     run = tmp_path / "runs" / NAME
     first, _ = launch(tmp_path)
     try:
-        wait_for(lambda: current_step(run) >= 1000, what="the first launch to train 1000 steps")
+        wait_until(
+            lambda: current_step(run) >= 1000,
+            "the first launch to train 1000 steps",
+            pause_s=POLL_S,
+        )
         request_stop(run)
         assert end_session(first) == 0
     finally:
@@ -66,8 +71,10 @@ def test_a_resumed_run_stops_within_a_vote_of_the_request(tmp_path: Path, reques
     second, log = launch(tmp_path, "--step-seconds", "0.01")
     try:
         # Past the first votes of the resumed run, which measure its pace.
-        wait_for(
-            lambda: current_step(run) >= resumed_at + 100, what="the resumed run to train a while"
+        wait_until(
+            lambda: current_step(run) >= resumed_at + 100,
+            "the resumed run to train a while",
+            pause_s=POLL_S,
         )
         requested_at = current_step(run)
         if request_by == "stop-requested":

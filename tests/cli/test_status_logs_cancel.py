@@ -7,7 +7,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from tests.conftest import (
 )
 from tests.support.slurm_cluster import SlurmCluster
 from tests.support.slurm_jobs import job_environ, submit, submit_options
+from tests.support.waiting import wait_until
 
 
 def running_job(
@@ -44,15 +44,6 @@ def running_job(
         assert time.monotonic() < deadline, f"job {job_id} stays {info.state}\n{cluster.logs()}"
         time.sleep(0.2)
     return folder, job_id
-
-
-def wait_for(
-    condition: Callable[[], bool], seconds: float, cluster: SlurmCluster | None = None
-) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, cluster.logs() if cluster else "timed out"
-        time.sleep(0.2)
 
 
 def said(result: subprocess.CompletedProcess[str]) -> str:
@@ -98,7 +89,7 @@ def test_logs_and_cancel_of_a_local_run(tmp_path: Path) -> None:
     )  # fmt: skip
     followed, told = tmp_path / "followed.out", tmp_path / "followed.err"
     try:
-        wait_for(lambda: (run / "metrics" / "train.jsonl").is_file(), 120)  # a step was done
+        wait_until(lambda: (run / "metrics" / "train.jsonl").is_file(), "a step", timeout_s=120)
         printed = scaletrain("logs", cwd=tmp_path)
         assert printed.returncode == 0, printed.stderr
         assert re.match(r"step +1/", printed.stdout)  # rank 0's stdout: st.Progress
@@ -275,13 +266,25 @@ def test_logs_follow_rides_out_a_slow_then_absent_controller(
             command, cwd=tmp_path, env=environ, stdout=stdout, stderr=stderr
         ) as follower,
     ):
-        wait_for(lambda: "tick 3\n" in followed.read_text(), 60, slurm_cluster)
+        wait_until(
+            lambda: "tick 3\n" in followed.read_text(), "tick 3", slurm_cluster, timeout_s=60
+        )
         (stand_in / "armed").touch()
-        wait_for(lambda: (stand_in / "hanging").exists(), 10, slurm_cluster)
+        wait_until((stand_in / "hanging").exists, "scontrol to hang", slurm_cluster, timeout_s=10)
         ticks_then = followed.read_text().count("tick ")
-        wait_for(lambda: "Slurm slow, still following" in said_file.read_text(), 20, slurm_cluster)
+        wait_until(
+            lambda: "Slurm slow, still following" in said_file.read_text(),
+            "the note that Slurm is slow",
+            slurm_cluster,
+            timeout_s=20,
+        )
         # While scontrol hangs, the job's output keeps coming.
-        wait_for(lambda: followed.read_text().count("tick ") >= ticks_then + 5, 20, slurm_cluster)
+        wait_until(
+            lambda: followed.read_text().count("tick ") >= ticks_then + 5,
+            "5 ticks more while scontrol hangs",
+            slurm_cluster,
+            timeout_s=20,
+        )
         assert follower.wait(timeout=120) == 0, said_file.read_text()
     told = " ".join(said_file.read_text().split())
     assert "did not answer within 60 s" in told
@@ -306,7 +309,7 @@ def test_status_of_a_script_without_scaletrain_reports_no_steps(
     options = submit_options("plain", "torchrun", 1, 1)
     script = str(WORKERS / "unconverted_ddp.py")
     folder, job_id = submit(slurm_cluster, tmp_path, environ, options, script, "--sleep", "60")
-    wait_for(lambda: (probe / "rank-0.json").exists(), 120, slurm_cluster)  # it trained
+    wait_until((probe / "rank-0.json").exists, "a step", slurm_cluster, timeout_s=120)
     assert (folder.report / "preflight.json").is_file()  # after the preflight
     shown = scaletrain("status", cwd=tmp_path, environ=environ)
     assert shown.returncode == 0, shown.stderr

@@ -7,14 +7,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.conftest import PROCESS_TIMEOUT_S, REPO, clean_environ, free_port
+from tests.conftest import PROCESS_TIMEOUT_S, REPO
+from tests.support.ranks import start_ranks
 
 # Started as files, as a launcher starts a script (python -m runs the same __main__.py).
 PREFLIGHT = REPO / "src" / "scaletrain" / "diagnose" / "preflight" / "__main__.py"
 BENCH = REPO / "src" / "scaletrain" / "diagnose" / "bench" / "__main__.py"
 
 
-def start_ranks(
+def run_ranks(
     world_size: int,
     args: Sequence[str] = (),
     *,
@@ -24,35 +25,20 @@ def start_ranks(
     script: Path = PREFLIGHT,
     one_per_node: bool = False,
 ) -> list[subprocess.CompletedProcess[str]]:
-    """Start one process per rank with torch's env:// variables set by hand, as
-    `srun bash -c 'RANK=$SLURM_PROCID ... python ...'` does; `prefix[r]` wraps rank r's
-    command (taskset, ip netns exec); `one_per_node` makes every rank a node of its own.
-    Returns each rank's finished process."""
-    port = str(free_port())
-    processes = []
-    for rank in range(world_size):
-        environ = clean_environ(
-            RANK=str(rank),
-            LOCAL_RANK="0" if one_per_node else str(rank),
-            WORLD_SIZE=str(world_size),
-            LOCAL_WORLD_SIZE="1" if one_per_node else str(world_size),
-            GROUP_RANK=str(rank) if one_per_node else "0",
-            MASTER_ADDR=master_addr,
-            MASTER_PORT=port,
-            # The join waits 3 × this: a rank pinned to one busy core of this shared 2-core
-            # machine can take over 30 s to import torch (an option on the command wins).
-            SCALETRAIN_RENDEZVOUS_TIMEOUT="40",
-            **(extra or {}),
-        )
-        wrapper = list(prefix[rank]) if prefix else []
-        command = [*wrapper, sys.executable, str(script), *args]
-        processes.append(
-            subprocess.Popen(
-                command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-        )
+    """Run `script` once per rank to its end (tests/support/ranks.py); each rank's finished
+    process, with what it printed."""
+    ranks = start_ranks(
+        [sys.executable, str(script), *args],
+        world_size,
+        master_addr=master_addr,
+        prefix=prefix,
+        one_per_node=one_per_node,
+        # The join waits 3 × this: a rank pinned to one busy core of this shared 2-core
+        # machine can take over 30 s to import torch (an option on the command wins).
+        extra={"SCALETRAIN_RENDEZVOUS_TIMEOUT": "40", **(extra or {})},
+    )
     finished = []
-    for process in processes:
+    for process in ranks:
         out, err = process.communicate(timeout=PROCESS_TIMEOUT_S)
         finished.append(subprocess.CompletedProcess(process.args, process.returncode, out, err))
     return finished

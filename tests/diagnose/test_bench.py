@@ -11,7 +11,7 @@ import pytest
 from scaletrain.diagnose.bench.bandwidth import elements_for, parse_size
 from scaletrain.diagnose.bench.pairs import PairResult, ring_rounds, suspects
 from tests.conftest import scaletrain
-from tests.diagnose.conftest import BENCH, start_ranks
+from tests.diagnose.conftest import BENCH, run_ranks
 
 # nccl-tests' PERFORMANCE.md, written out here rather than taken from the code under test.
 NCCL_TESTS_BUS_FACTOR = {
@@ -57,7 +57,7 @@ def test_two_rank_sweep_writes_table_json_and_png(tmp_path: Path) -> None:
 @pytest.mark.multiprocess
 def test_node_pairs_meet_every_ring_neighbour_once(tmp_path: Path) -> None:
     # Four processes, each a "node" of its own, as srun starts one task per node.
-    ranks = start_ranks(
+    ranks = run_ranks(
         4,
         ["--pairs", "--pair-size", "64K", "--warmup", "1", "--iterations", "3", "--out",
          str(tmp_path)],

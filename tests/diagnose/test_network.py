@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PROCESS_TIMEOUT_S, clean_environ, torchrun
-from tests.diagnose.conftest import PREFLIGHT, shown, start_ranks
+from tests.diagnose.conftest import PREFLIGHT, run_ranks, shown
+from tests.support.netns import ip, scratch_namespaces
 
 pytestmark = pytest.mark.multiprocess
 
@@ -27,36 +28,23 @@ NOBODY = "10.222.0.2"
 FAILS_WITHIN_S = 60
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
-
-
 @pytest.fixture
 def namespace() -> Iterator[str]:
     name = f"st-diag-{os.getpid()}"
-    try:
-        _ip("netns", "add", name)
-    except (subprocess.CalledProcessError, FileNotFoundError) as error:
-        pytest.skip(f"cannot create a network namespace here: {error}")
-    try:
-        _ip("-n", name, "link", "set", "lo", "up")
-        _ip("-n", name, "link", "add", "hsn0", "type", "veth", "peer", "name", "hsn0-peer")
-        _ip("-n", name, "addr", "add", "10.222.0.1/24", "dev", "hsn0")
+    with scratch_namespaces(name):
+        ip("-n", name, "link", "add", "hsn0", "type", "veth", "peer", "name", "hsn0-peer")
+        ip("-n", name, "addr", "add", "10.222.0.1/24", "dev", "hsn0")
         for interface in ("hsn0", "hsn0-peer"):
-            _ip("-n", name, "link", "set", interface, "up")
+            ip("-n", name, "link", "set", interface, "up")
         # A fixed neighbour entry: no ARP failure ('no route'), just silence, like a firewall.
-        _ip("-n", name, "neigh", "add", NOBODY, "lladdr", "02:00:00:00:00:02", "dev", "hsn0")
+        ip("-n", name, "neigh", "add", NOBODY, "lladdr", "02:00:00:00:00:02", "dev", "hsn0")
         yield name
-    finally:
-        _ip("netns", "del", name)
 
 
 def test_unreachable_rendezvous_fails_in_seconds_with_the_fix(namespace: str) -> None:
     inside = ["ip", "netns", "exec", namespace]
     started = time.monotonic()
-    ranks = start_ranks(
-        2, ["--rendezvous-timeout", "3"], master_addr=NOBODY, prefix=[inside, inside]
-    )
+    ranks = run_ranks(2, ["--rendezvous-timeout", "3"], master_addr=NOBODY, prefix=[inside, inside])
     elapsed = time.monotonic() - started
     assert [rank.returncode for rank in ranks] == [1, 1]
     assert elapsed < FAILS_WITHIN_S

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PROCESS_TIMEOUT_S, clean_environ, scaletrain, torchrun
-from tests.diagnose.conftest import PREFLIGHT, shown, start_ranks
+from tests.diagnose.conftest import PREFLIGHT, run_ranks, shown
 
 pytestmark = pytest.mark.multiprocess
 
@@ -59,7 +59,7 @@ def _rank0(ranks: list[subprocess.CompletedProcess[str]]) -> str:
 
 def test_ranks_bound_to_their_own_cores_pass_the_affinity_check(tmp_path: Path) -> None:
     # As srun --cpu-bind=mask_cpu:0x1,0x2 would bind two tasks on this 2-core machine.
-    ranks = start_ranks(
+    ranks = run_ranks(
         2,
         ["--expected-cpu-masks", "0x1,0x2"],
         prefix=[["taskset", "-c", "0"], ["taskset", "-c", "1"]],
@@ -70,7 +70,7 @@ def test_ranks_bound_to_their_own_cores_pass_the_affinity_check(tmp_path: Path) 
 
 def test_wrong_affinity_fails_with_the_masks_to_bind(tmp_path: Path) -> None:
     # Both tasks on core 0, as when Slurm's binding does not follow the GPU numbering.
-    ranks = start_ranks(
+    ranks = run_ranks(
         2,
         ["--expected-cpu-masks", "0x1,0x2"],
         prefix=[["taskset", "-c", "0"], ["taskset", "-c", "0"]],

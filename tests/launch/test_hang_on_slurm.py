@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,8 @@ from scaletrain.slurm.history import read_job_events
 from tests.conftest import WORKERS, end_session, scaletrain, start_scaletrain
 from tests.support.netns import set_link
 from tests.support.slurm_cluster import SlurmCluster, running_cluster
-from tests.support.slurm_jobs import JOB_TIMEOUT_S, finished, job_environ, submit, submit_options
+from tests.support.slurm_jobs import finished, job_environ, submit, submit_options
+from tests.support.waiting import wait_until
 
 # The resumable worker itself: `submit` reads its st.Checkpointer, so the run resumes.
 RESUMABLE = WORKERS / "resumable.py"
@@ -51,15 +52,6 @@ def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClust
 
 def worker(name: str, *args: str) -> tuple[str, ...]:
     return (str(RESUMABLE), "--out", f"runs/{name}/out", *args)
-
-
-def wait_until(condition: Callable[[], bool], what: str, cluster: SlurmCluster) -> float:
-    """Wait for `condition`; the monotonic time when it held."""
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}\n{cluster.logs()}"
-        time.sleep(0.2)
-    return time.monotonic()
 
 
 def records(path: Path) -> list[dict[str, Any]]:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from tests.conftest import WORKERS
 from tests.support.run_processes import left_after, parent_of, run_processes
 from tests.support.slurm_cluster import SlurmCluster
 from tests.support.slurm_jobs import JOB_TIMEOUT_S, finished, job_environ, submit, submit_options
+from tests.support.waiting import wait_until
 
 # The resumable worker itself: `submit` reads its st.Checkpointer, so the run resumes.
 RESUMABLE = WORKERS / "resumable.py"
@@ -31,13 +30,6 @@ pytestmark = [pytest.mark.slurm, pytest.mark.multiprocess]
 
 # Processes need a moment to see their parent gone; after this, what is left is left over.
 GRACE_S = 15
-
-
-def wait_until(condition: Callable[[], bool], what: str, cluster: SlurmCluster) -> None:
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}\n{cluster.logs()}"
-        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("mode", ["torchrun", "srun"])

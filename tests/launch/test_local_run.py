@@ -12,7 +12,7 @@ import pytest
 from scaletrain.core.rank_files import read_beats
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.early_start import COMMAND_FROM_FD
-from tests.checkpoint.conftest import kill_job, run_args, wait_for
+from tests.checkpoint.conftest import POLL_S, kill_job, run_args
 from tests.conftest import REPO, WORKERS, clean_environ, scaletrain, start_scaletrain
 from tests.support.run_processes import (
     left_after,
@@ -21,6 +21,7 @@ from tests.support.run_processes import (
     processes_with,
     run_processes,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.multiprocess
 
@@ -141,12 +142,13 @@ def test_a_killed_scaletrain_run_takes_torchrun_and_every_training_process_with_
     command = run_args("orphaned", "--workers", "1", "--epochs", "50", "--step-seconds", "0.05")
     process = start_scaletrain(*command, cwd=tmp_path, log=tmp_path / "run.log")
     try:
-        wait_for(
+        wait_until(
             lambda: (
                 all(beat.step >= 3 for beat in read_beats(RunFolder(run)).values())
                 and len(read_beats(RunFolder(run))) == 2
             ),
-            what="both ranks to train",
+            "both ranks to train",
+            pause_s=POLL_S,
         )
         ranks = {beat.pid for beat in read_beats(RunFolder(run)).values()}
         running = run_processes(run)

@@ -11,8 +11,9 @@ import pytest
 
 from scaletrain.core.hang_report import HANG_EXIT_STATUS, read_hang_report
 from scaletrain.core.run_folder import RunFolder
-from tests.checkpoint.conftest import wait_for
+from tests.checkpoint.conftest import POLL_S
 from tests.conftest import WORKERS, clean_environ, end_session, scaletrain, start_scaletrain
+from tests.support.waiting import wait_until
 
 # The resumable worker itself: `submit` reads its st.Checkpointer, so the run resumes.
 RESUMABLE = WORKERS / "resumable.py"
@@ -38,8 +39,7 @@ def test_a_rank_asleep_in_a_step_is_named_and_the_run_ended(tmp_path: Path) -> N
     process = start_scaletrain(*command, cwd=tmp_path, log=tmp_path / "asleep.log", environ=wide)
     run = RunFolder(tmp_path / "runs" / "asleep")
     slept = run.root / "out" / "slept"
-    wait_for(slept.exists, what="rank 1 to fall asleep")
-    asleep_since = time.monotonic()
+    asleep_since = wait_until(slept.exists, "rank 1 to fall asleep", pause_s=POLL_S)
     stacks = scaletrain("stacks", "asleep", cwd=tmp_path, environ=wide)
     exit_code = end_session(process, timeout=limit + 120)
     ended_after = time.monotonic() - asleep_since

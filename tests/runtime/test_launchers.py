@@ -8,7 +8,7 @@ import pytest
 
 from scaletrain.core.errors import LaunchEnvironmentError
 from scaletrain.runtime.launchers import detect_layout
-from scaletrain.runtime.launchers.slurm import ProcessFacts, tasks_on_this_node
+from scaletrain.runtime.launchers.slurm_step import ProcessFacts, tasks_on_this_node
 
 TORCHRUN = {
     "TORCHELASTIC_RUN_ID": "abc",

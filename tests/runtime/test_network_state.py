@@ -13,6 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.netns import ip, scratch_namespaces
+
 # A child process inside the namespace prints what the runtime sees there.
 PROBE = (
     "import json, dataclasses\n"
@@ -25,29 +27,17 @@ PROBE = (
 )
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
-
-
 @pytest.fixture
 def namespace() -> Iterator[tuple[str, str]]:
     """(the node's namespace, the master's)."""
     node, master = f"st-net-{os.getpid()}", f"st-net-{os.getpid()}-m"
-    try:
-        _ip("netns", "add", node)
-    except (subprocess.CalledProcessError, FileNotFoundError) as error:
-        pytest.skip(f"cannot create a network namespace here: {error}")
-    try:
-        _ip("netns", "add", master)
-        _ip("-n", node, "link", "add", "hsn0", "type", "veth", "peer", "peer0", "netns", master)
-        _ip("-n", node, "addr", "add", "10.223.0.1/24", "dev", "hsn0")
-        _ip("-n", master, "addr", "add", "10.223.0.2/24", "dev", "peer0")
-        for name, interface in ((node, "lo"), (node, "hsn0"), (master, "peer0")):
-            _ip("-n", name, "link", "set", interface, "up")
+    with scratch_namespaces(node, master):
+        ip("-n", node, "link", "add", "hsn0", "type", "veth", "peer", "peer0", "netns", master)
+        ip("-n", node, "addr", "add", "10.223.0.1/24", "dev", "hsn0")
+        ip("-n", master, "addr", "add", "10.223.0.2/24", "dev", "peer0")
+        for name, interface in ((node, "hsn0"), (master, "peer0")):
+            ip("-n", name, "link", "set", interface, "up")
         yield node, master
-    finally:
-        for name in (node, master):
-            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
 
 
 def seen_from(namespace: str, gloo_interfaces: str = "hsn0") -> dict[str, object]:
@@ -78,10 +68,10 @@ def test_a_working_link_a_cut_link_and_a_lost_carrier(namespace: tuple[str, str]
         {"name": "hsn0", "up": True, "running": True, "why": "GLOO_SOCKET_IFNAME"}
     ]
     assert working["rendezvous"] == "reachable"  # refused: the host answered
-    _ip("-n", master, "link", "set", "peer0", "down")  # the other end: carrier lost
+    ip("-n", master, "link", "set", "peer0", "down")  # the other end: carrier lost
     lost_carrier = [{"name": "hsn0", "up": True, "running": False, "why": "GLOO_SOCKET_IFNAME"}]
     assert settled(node, lost_carrier)["interfaces"] == lost_carrier
-    _ip("-n", node, "link", "set", "hsn0", "down")  # `ip link set hsn0 down` on the node
+    ip("-n", node, "link", "set", "hsn0", "down")  # `ip link set hsn0 down` on the node
     cut = seen_from(node)
     assert cut["interfaces"] == [
         {"name": "hsn0", "up": False, "running": False, "why": "GLOO_SOCKET_IFNAME"},

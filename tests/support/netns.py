@@ -20,9 +20,11 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 NETNS_DIR = Path("/run/netns")
 # LUMI's Slingshot interfaces are hsn0..hsn3; jobs there set NCCL_SOCKET_IFNAME=hsn0,...
@@ -53,8 +55,30 @@ class NodeNetwork:
         return [f"net:[{(NETNS_DIR / ns).stat().st_ino}]" for ns in self.namespaces.values()]
 
 
-def _ip(*args: str) -> None:
+def ip(*args: str) -> None:
+    """`ip ARGS...` (iproute2), failing the test with ip's own message."""
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=30)
+
+
+@contextlib.contextmanager
+def scratch_namespaces(*names: str) -> Iterator[None]:
+    """Empty network namespaces with their loopback up, for one test, deleted afterwards
+    (with what it added to them); the test is skipped where none can be made (no root)."""
+    try:
+        ip("netns", "add", names[0])
+    except (subprocess.CalledProcessError, FileNotFoundError) as error:
+        pytest.skip(f"cannot create a network namespace here: {error}")
+    made = [names[0]]
+    try:
+        for name in names[1:]:
+            ip("netns", "add", name)
+            made.append(name)
+        for name in names:
+            ip("-n", name, "link", "set", "lo", "up")
+        yield
+    finally:
+        for name in made:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
 
 
 def create_network(
@@ -69,10 +93,10 @@ def create_network(
         addresses=_addresses(nodes, subnet),
         management_addresses=_addresses(nodes, management_subnet) if management_subnet else {},
     )
-    _ip("netns", "add", network.bridge_namespace)
+    ip("netns", "add", network.bridge_namespace)
     for namespace in network.namespaces.values():
-        _ip("netns", "add", namespace)
-        _ip("-n", namespace, "link", "set", "lo", "up")
+        ip("netns", "add", namespace)
+        ip("-n", namespace, "link", "set", "lo", "up")
     _attach(network, network.addresses, bridge=prefix[:15], interface=INTERFACE, suffix="")
     if network.management_addresses:
         bridge = f"m{prefix}"[:15]
@@ -89,24 +113,24 @@ def _attach(
 ) -> None:
     """A bridge in the bridge namespace, and on every node `interface` with its address."""
     bridge_ns = network.bridge_namespace
-    _ip("-n", bridge_ns, "link", "add", bridge, "type", "bridge")
-    _ip("-n", bridge_ns, "link", "set", bridge, "up")
+    ip("-n", bridge_ns, "link", "add", bridge, "type", "bridge")
+    ip("-n", bridge_ns, "link", "set", bridge, "up")
     for node, namespace in network.namespaces.items():
         # Created inside the bridge namespace, the node end moved straight into the node's:
         # no interface ever appears in the machine's own namespace.
         port = f"{node}{suffix}"
-        _ip(
+        ip(
             "-n", bridge_ns, "link", "add", port, "type", "veth",
             "peer", interface, "netns", namespace,
         )  # fmt: skip
-        _ip("-n", bridge_ns, "link", "set", port, "master", bridge, "up")
-        _ip("-n", namespace, "addr", "add", f"{addresses[node]}/24", "dev", interface)
-        _ip("-n", namespace, "link", "set", interface, "up")
+        ip("-n", bridge_ns, "link", "set", port, "master", bridge, "up")
+        ip("-n", namespace, "addr", "add", f"{addresses[node]}/24", "dev", interface)
+        ip("-n", namespace, "link", "set", interface, "up")
 
 
 def set_link(network: NodeNetwork, node: str, *, up: bool) -> None:
     """Take a node's training interface (INTERFACE) down or bring it back: a real link cut."""
-    _ip("-n", network.namespaces[node], "link", "set", INTERFACE, "up" if up else "down")
+    ip("-n", network.namespaces[node], "link", "set", INTERFACE, "up" if up else "down")
 
 
 def node_command(network: NodeNetwork, node: str, hosts_file: Path) -> list[str]:
@@ -154,7 +178,7 @@ def delete_network(network: NodeNetwork) -> None:
         while time.monotonic() < deadline and any(pids_in(ns) for ns in existing):
             time.sleep(0.1)
     for namespace in existing:
-        _ip("netns", "delete", namespace)  # the veth pairs and the bridge go with them
+        ip("netns", "delete", namespace)  # the veth pairs and the bridge go with them
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

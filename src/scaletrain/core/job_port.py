@@ -1,8 +1,8 @@
 """The rendezvous port of a Slurm job, derived from its job id.
 
 Generated job scripts compute it in shell (launch/) and the runtime in Python when srun
-started the tasks without MASTER_PORT (runtime/launchers/slurm.py): both from these numbers,
-so that every rank of a job agrees and two jobs sharing a node do not collide.
+started the tasks without MASTER_PORT (runtime/launchers/slurm_step.py): both from these
+numbers, so that every rank of a job agrees and two jobs sharing a node do not collide.
 """
 
 from __future__ import annotations

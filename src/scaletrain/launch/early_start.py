@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from scaletrain.runtime.child_processes import die_with_parent
+from scaletrain.core.parent_death import die_with_parent
 
 # torch.distributed.run with the script's arguments kept away from its parser.
 TORCHRUN_ENTRY = "scaletrain.launch.torchrun.entry"

@@ -4,9 +4,10 @@ multiprocessing's forkserver (which st.loader's DataLoader workers use) outlives
 rank: each worker keeps the forkserver's keep-alive pipe open and watches the forkserver,
 not the rank, so the forkserver, its workers and the rank's resource tracker wait for each
 other forever, holding the worker's memory and the semaphores in /dev/shm. `init` preloads
-`forkserver_preload` into the forkserver, which asks Linux (PR_SET_PDEATHSIG) to kill the
-forkserver when its rank dies and each process it forks when the forkserver dies. The
-resource tracker then sees its last client go, removes the semaphores and exits.
+`forkserver_preload` into the forkserver, which asks Linux (PR_SET_PDEATHSIG, through
+core/parent_death.py) to kill the forkserver when its rank dies and each process it forks
+when the forkserver dies. The resource tracker then sees its last client go, removes the
+semaphores and exits.
 
 Linux sends the signal when the *thread* that started the forkserver ends: the main thread,
 where DataLoaders are iterated. A forkserver started from a short-lived thread ends with it,
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import multiprocessing
 import os
 import signal
@@ -40,27 +40,9 @@ from types import FrameType
 
 from scaletrain.core.errors import ScaletrainError
 
-# prctl(2): deliver this signal to the calling process when its parent thread exits.
-_PR_SET_PDEATHSIG = 1
 _PRELOAD_MODULE = "scaletrain.runtime.forkserver_preload"
 # Seconds a loader worker gets to end by itself when its process exits.
 _EXIT_GRACE_S = 5.0
-
-
-def die_with_parent(parent: int | None = None, *, sent: signal.Signals = signal.SIGKILL) -> None:
-    """Get signal `sent` when the parent process ends (Linux only; elsewhere nothing happens).
-
-    `parent` is the pid the caller expects as its parent, where it knows it: if that one has
-    ended before the request took effect, the caller gets the signal now instead of never.
-    SIGTERM lets a process that starts others (torchrun) end them first.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, sent, 0, 0, 0) != 0:
-        return  # a kernel that refuses: the process lives as before
-    if parent is not None and os.getppid() != parent:
-        os.kill(os.getpid(), sent)
 
 
 def end_children_with_this_process() -> None:

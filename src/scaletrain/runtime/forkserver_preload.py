@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 
-from scaletrain.runtime.child_processes import die_with_parent
+from scaletrain.core.parent_death import die_with_parent
 
 _FORKSERVER = os.getpid()
 

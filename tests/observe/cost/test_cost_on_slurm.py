@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -17,7 +15,8 @@ from scaletrain.core.rank_files import read_beats
 from scaletrain.slurm import commands as slurm
 from tests.conftest import WORKERS, scaletrain
 from tests.support.slurm_cluster import SlurmCluster
-from tests.support.slurm_jobs import JOB_TIMEOUT_S, finished, job_environ, submit, submit_options
+from tests.support.slurm_jobs import finished, job_environ, submit, submit_options
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.multiprocess]
 
@@ -36,13 +35,6 @@ def billed_profile(config: Path) -> None:
     folder = config / "scaletrain" / "clusters"
     folder.mkdir(parents=True)
     (folder / "local.toml").write_text(text + '\n[billing]\nunit = "units"\n')
-
-
-def wait_until(condition: Callable[[], bool], what: str, cluster: SlurmCluster) -> None:
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}\n{cluster.logs()}"
-        time.sleep(0.2)
 
 
 def json_lines(path: Path) -> list[dict]:

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from scaletrain.runtime.launchers.mpi import MpiLauncher
-from scaletrain.runtime.launchers.slurm import (
+from scaletrain.runtime.launchers.slurm import SlurmLauncher
+from scaletrain.runtime.launchers.slurm_step import (
     ProcessFacts,
-    SlurmLauncher,
     check_not_batch_step,
     is_interactive_shell,
 )

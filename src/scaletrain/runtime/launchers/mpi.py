@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scaletrain.core.errors import LaunchEnvironmentError
-from scaletrain.runtime.launchers import slurm
+from scaletrain.runtime.launchers.slurm_step import (
+    WORLD_SIZE_VARIABLES,
+    ProcessFacts,
+    is_srun_task,
+    master_addr,
+    master_port,
+    nodelist,
+    read_step,
+)
 from scaletrain.runtime.layout import (
     ProcessLayout,
     VariableNames,
@@ -46,14 +54,14 @@ def _names(environ: Mapping[str, str]) -> VariableNames:
 
 
 def _started_by_srun(
-    environ: Mapping[str, str], process: slurm.ProcessFacts, rank: int, world_size: int
+    environ: Mapping[str, str], process: ProcessFacts, rank: int, world_size: int
 ) -> bool:
     """srun's MPI plugin started this process: Slurm's own numbers describe it. (Processes
     of mpirun inside a job inherit the batch step's or the daemon's SLURM_PROCID instead.)"""
     return (
-        slurm.is_srun_task(environ, process)
+        is_srun_task(environ, process)
         and read_optional_int(environ, "SLURM_PROCID") == rank
-        and read_optional_int(environ, *slurm.WORLD_SIZE_VARIABLES) == world_size
+        and read_optional_int(environ, *WORLD_SIZE_VARIABLES) == world_size
     )
 
 
@@ -63,11 +71,11 @@ class MpiLauncher:
     name = "mpi"
 
     @staticmethod
-    def detect(environ: Mapping[str, str], process: slurm.ProcessFacts) -> bool:
+    def detect(environ: Mapping[str, str], process: ProcessFacts) -> bool:
         return any(name in environ for name in RANK_VARIABLES)
 
     @staticmethod
-    def read(environ: Mapping[str, str], process: slurm.ProcessFacts) -> ProcessLayout:
+    def read(environ: Mapping[str, str], process: ProcessFacts) -> ProcessLayout:
         names = _names(environ)
         rank = read_optional_int(environ, *RANK_VARIABLES)
         world_size = read_optional_int(environ, *SIZE_VARIABLES)
@@ -79,7 +87,7 @@ class MpiLauncher:
                 "or export WORLD_SIZE and use torchrun's variables instead.",
             )
         if _started_by_srun(environ, process, rank, world_size):
-            return slurm.read_step(environ, MpiLauncher.name)
+            return read_step(environ, MpiLauncher.name)
         local_rank = read_optional_int(environ, *LOCAL_RANK_VARIABLES)
         local_world_size = read_optional_int(environ, *LOCAL_SIZE_VARIABLES)
         if local_rank is None or local_world_size is None:
@@ -92,9 +100,9 @@ class MpiLauncher:
             )
         node_rank, num_nodes = _node_of(environ, rank, world_size, local_world_size)
         # MASTER_ADDR if set, else the job's first node (mpirun's, where rank 0 runs).
-        master_addr = slurm.master_addr(environ, of_job=True)
-        if not master_addr and num_nodes == 1:
-            master_addr = "127.0.0.1"
+        address = master_addr(environ, of_job=True)
+        if not address and num_nodes == 1:
+            address = "127.0.0.1"
         layout = ProcessLayout(
             launcher=MpiLauncher.name,
             rank=rank,
@@ -103,8 +111,8 @@ class MpiLauncher:
             local_world_size=local_world_size,
             node_rank=node_rank,
             num_nodes=num_nodes,
-            master_addr=master_addr,
-            master_port=slurm.master_port(environ),
+            master_addr=address,
+            master_port=master_port(environ),
         )
         return check_layout(layout, names)
 
@@ -115,7 +123,7 @@ def _node_of(
     """(node rank, nodes) of an mpirun process: this host's place in the Slurm job's node list
     when there is one (any distribution), else blocks of `local_world_size` ranks per node
     (mpirun's default placement)."""
-    hosts, this_host = slurm.nodelist(environ, of_job=True), environ.get("SLURMD_NODENAME", "")
+    hosts, this_host = nodelist(environ, of_job=True), environ.get("SLURMD_NODENAME", "")
     if this_host in hosts and world_size > local_world_size:
         return hosts.index(this_host), len(hosts)
     return rank // local_world_size, -(-world_size // local_world_size)

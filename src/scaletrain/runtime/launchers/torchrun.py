@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scaletrain.core.errors import LaunchEnvironmentError
-from scaletrain.runtime.launchers import slurm
+from scaletrain.runtime.launchers.slurm_step import (
+    WORLD_SIZE_VARIABLES,
+    ProcessFacts,
+    is_srun_task,
+    tasks_on_this_node,
+)
 from scaletrain.runtime.layout import (
     DEFAULT_MASTER_PORT,
     ProcessLayout,
@@ -24,13 +29,13 @@ from scaletrain.runtime.layout import (
 NAMES = VariableNames(rank="RANK", world_size="WORLD_SIZE", local_rank="LOCAL_RANK")
 
 
-def _mirrors_srun(environ: Mapping[str, str], process: slurm.ProcessFacts) -> bool:
+def _mirrors_srun(environ: Mapping[str, str], process: ProcessFacts) -> bool:
     """RANK and WORLD_SIZE only repeat an srun task's own numbers (generated per-GPU jobs
     export them for scripts that read env://): the task is Slurm's, with its own cores."""
     return (
-        slurm.is_srun_task(environ, process)
+        is_srun_task(environ, process)
         and environ.get("RANK") == environ.get("SLURM_PROCID")
-        and environ.get("WORLD_SIZE") == first_set(environ, *slurm.WORLD_SIZE_VARIABLES)
+        and environ.get("WORLD_SIZE") == first_set(environ, *WORLD_SIZE_VARIABLES)
     )
 
 
@@ -40,13 +45,13 @@ class TorchrunLauncher:
     name = "torchrun"
 
     @staticmethod
-    def detect(environ: Mapping[str, str], process: slurm.ProcessFacts) -> bool:
+    def detect(environ: Mapping[str, str], process: ProcessFacts) -> bool:
         if "TORCHELASTIC_RUN_ID" in environ:
             return True
         return "RANK" in environ and "WORLD_SIZE" in environ and not _mirrors_srun(environ, process)
 
     @staticmethod
-    def read(environ: Mapping[str, str], process: slurm.ProcessFacts) -> ProcessLayout:
+    def read(environ: Mapping[str, str], process: ProcessFacts) -> ProcessLayout:
         for required in ("RANK", "WORLD_SIZE"):
             if required not in environ:
                 raise LaunchEnvironmentError(
@@ -67,7 +72,7 @@ class TorchrunLauncher:
         # share this node. Without either, assume a single node.
         local_world_size = (
             read_optional_int(environ, "LOCAL_WORLD_SIZE")
-            or slurm.tasks_on_this_node(environ, world_size)
+            or tasks_on_this_node(environ, world_size)
             or world_size
         )
         num_nodes = read_optional_int(environ, "GROUP_WORLD_SIZE") or -(
