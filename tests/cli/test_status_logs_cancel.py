@@ -320,3 +320,40 @@ def test_status_of_a_script_without_scaletrain_reports_no_steps(
     assert (status["state"], status["last_step"], status["phase"]) == ("RUNNING", None, "")
     assert scaletrain("cancel", cwd=tmp_path, environ=environ).returncode == 0
     assert slurm_cluster.wait_for_job(job_id) == "CANCELLED"
+
+
+@pytest.mark.slurm
+def test_status_names_a_job_pending_on_its_own_exclusion(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """A 2-node job that excludes one node of the 2-node partition never starts; status says
+    so, and how to lift the exclusion, instead of a bare PENDING (BadConstraints)."""
+    folder = RunFolder(tmp_path / "runs" / "stuck").create()
+    environ = slurm_cluster.environ()
+    job_id = slurm.submit(
+        SLURM_SCRIPTS / "sleep.sbatch",
+        cwd=folder.root,
+        environ=environ,
+        options=["--hold", "--nodes=2", "--ntasks=2"],
+    )
+    record_job_event(folder, "submitted", job_id)
+    try:
+        for change in (["update", f"JobId={job_id}", "ExcNodeList=n2"], ["release", job_id]):
+            done = slurm_cluster.run(["scontrol", *change])
+            assert done.returncode == 0, done.stderr
+        wait_until(
+            lambda: (
+                (info := slurm.job_info(job_id, environ=environ)) is not None
+                and info.reason == "BadConstraints"
+            ),
+            "the job to wait on its exclusion",
+            slurm_cluster,
+            timeout_s=60,
+        )
+        shown = scaletrain("status", "stuck", cwd=tmp_path, environ=environ)
+        status = json.loads(scaletrain("status", "--json", cwd=tmp_path, environ=environ).stdout)
+    finally:
+        slurm.cancel(job_id, environ=environ)
+    assert status["waits_on_its_exclusion"] and status["excluded_nodes"] == "n2"
+    assert "n2: the job waits on this exclusion" in " ".join(shown.stdout.split())
+    assert f"scontrol update JobId={job_id} ExcNodeList=" in " ".join(shown.stdout.split())

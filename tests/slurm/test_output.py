@@ -10,6 +10,7 @@ from scaletrain.slurm.output import (
     SACCT_RUN_FIELDS,
     AccountedRun,
     job_from_sacct_line,
+    job_from_scontrol,
     node_from_fields,
     parse_key_values,
     run_from_sacct_line,
@@ -95,3 +96,17 @@ def test_sacct_runs_of_a_requeued_job() -> None:
     assert pending is not None and pending.start is None
     assert run_from_sacct_line("1|COMPLETED|x") is None
     assert len(SACCT_RUN_FIELDS) == 7
+
+
+def test_a_job_pending_on_its_own_exclusion_is_named_so() -> None:
+    # A requeued job that excludes one of the two nodes of its partition (scontrol's words).
+    line = (
+        "JobId=41 JobName=hang JobState=PENDING Reason=BadConstraints Dependency=(null) "
+        "Restarts=1 RunTime=00:00:00 TimeLimit=00:10:00 NodeList= NumNodes=2-2 ExcNodeList=n2"
+    )
+    job = job_from_scontrol(parse_key_values(line))
+    assert job.excluded_nodes == "n2" and job.waits_on_its_exclusion
+    in_line = job_from_scontrol(parse_key_values(line.replace("BadConstraints", "Priority")))
+    assert not in_line.waits_on_its_exclusion
+    nothing_excluded = job_from_scontrol(parse_key_values(line.replace("ExcNodeList=n2", "")))
+    assert not nothing_excluded.waits_on_its_exclusion

@@ -88,6 +88,7 @@ def _slurm(
         "nodelist": info.nodelist if info else "",
         "node_states": _node_states(info, environ),
         "excluded_nodes": info.excluded_nodes if info else "",
+        "waits_on_its_exclusion": info.waits_on_its_exclusion if info else False,
         "restarts": restarts if restarts is not None else requeue_count(events, job_id),
         "progress": last_progress_line(folder.metrics / "train.jsonl"),
         "last_step": max((beat.step for beat in beats.values()), default=None),
@@ -127,7 +128,17 @@ def _slurm(
     states = fields["node_states"]
     if states:
         rows.append(("node states", ", ".join(f"{n} {s}" for n, s in states.items())))
-    if fields["excluded_nodes"]:
+    if fields["waits_on_its_exclusion"]:
+        excluded = fields["excluded_nodes"]
+        rows.append(
+            (
+                "excluded",
+                (f"{excluded}: the job waits on this exclusion, as the partition has too few "
+                 f"other nodes, and never starts by itself. Fix: scontrol update "
+                 f"JobId={fields['job_id']} ExcNodeList= (or scaletrain cancel)", "error"),
+            )
+        )  # fmt: skip
+    elif fields["excluded_nodes"]:
         rows.append(("excluded", f"{fields['excluded_nodes']} (not used by this job)"))
     rows += [
         ("restarts", str(fields["restarts"])),

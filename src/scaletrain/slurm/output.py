@@ -64,6 +64,16 @@ class JobInfo:
         return self.state in ACTIVE_STATES
 
     @property
+    def waits_on_its_exclusion(self) -> bool:
+        """Pending only because of the nodes it excludes: the partition has too few others, so
+        it never starts by itself (Slurm's reason: BadConstraints)."""
+        return (
+            self.state == "PENDING"
+            and bool(self.excluded_nodes)
+            and self.reason == "BadConstraints"
+        )
+
+    @property
     def state_with_reason(self) -> str:
         """PENDING (Priority), RUNNING, FAILED (NonZeroExitCode), ..."""
         return f"{self.state} ({self.reason})" if self.reason else self.state
