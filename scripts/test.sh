@@ -25,9 +25,12 @@ if ! command -v shellcheck >/dev/null; then
     fi
 fi
 say "pytest" && "$bin/pytest" "$@"
-# The fast tiers again on the oldest and the newest torch the package declares
-# (src/scaletrain/core/torch_support.toml), each in a venv of its own; a run of the whole suite
-# only (no arguments). SCALETRAIN_TORCH_MATRIX=0 leaves them out.
+# The fast tiers that use torch (checkpoint, runtime, train) again on the oldest and the newest
+# torch the package declares (src/scaletrain/core/torch_support.toml), each in a venv of its
+# own; a run of the whole suite only (no arguments). The opt-in direct storage is left out
+# there: on those versions it is never used (checkpoints go through DCP, tested already).
+# launch and diagnose run on the pinned torch only, to keep CI within its 90 minutes.
+# SCALETRAIN_TORCH_MATRIX=0 leaves them out.
 if [[ $# -eq 0 && ${SCALETRAIN_TORCH_MATRIX:-1} != 0 ]]; then
     versions=$("$bin/python" -c 'from scaletrain.core.torch_support import torch_support as t
 print(t().oldest, t().newest)')
@@ -35,7 +38,8 @@ print(t().oldest, t().newest)')
         bash scripts/setup-torch-venv.sh "$version"
         say "pytest, fast tiers, torch $version"
         ".venv-torch-$version/bin/pytest" -m "not slurm and not long" \
-            tests/checkpoint tests/train tests/runtime tests/launch tests/diagnose
+            -k "not direct or public_api_only" \
+            tests/checkpoint tests/runtime tests/train
     done
     say "pytest, checkpoints across torch releases"
     # shellcheck disable=SC2086 # one word per version
