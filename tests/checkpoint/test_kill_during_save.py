@@ -40,9 +40,14 @@ KILL_WITHIN_S = 0.6
 
 
 def start_attempt(run: Path, *options: str) -> list[subprocess.Popen[str]]:
-    """Both ranks of one attempt, each logging to runs/<name>/logs/rank-N.out."""
+    """Both ranks of one attempt, each logging to runs/<name>/logs/rank-N.out. Their temporary
+    files go to a folder of the test's own: a killed process cannot remove what it made there
+    (torch 2.7 makes a folder per process)."""
     command = [sys.executable, str(RESUMABLE), "--out", str(run / "out"), *options]
-    return start_ranks(command, 2, extra={"SCALETRAIN_RUN_DIR": str(run)}, logs=run / "logs")
+    temporary = run.parent / "tmp"
+    temporary.mkdir(parents=True, exist_ok=True)
+    extra = {"SCALETRAIN_RUN_DIR": str(run), "TMPDIR": str(temporary)}
+    return start_ranks(command, 2, extra=extra, logs=run / "logs")
 
 
 def kill(ranks: list[subprocess.Popen[str]]) -> None:
