@@ -66,6 +66,7 @@ def test_overlapping_saves_turn_it_back_on_only_when_the_last_one_ends() -> None
     assert gc.isenabled()
 
 
+@pytest.mark.multiprocess
 def test_a_world_of_one_saves_and_resumes_without_dcps_collectives_or_its_notice(
     tmp_path: Path, storage: str
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
@@ -32,6 +33,7 @@ def test_a_later_save_never_stages_into_a_tensor_training_owns(tmp_path: Path) -
     assert torch.equal(weight, before)
 
 
+@pytest.mark.multiprocess
 def test_two_ranks_let_the_step_go_before_the_plan_and_give_up_a_save_whose_plan_moved(
     tmp_path: Path,
 ) -> None:
