@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -42,7 +43,7 @@ def list_clusters(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     rows, listed, broken = [], [], []
     for profile_file in profile_files(environ).values():
         try:
-            profile = read_profile(profile_file)
+            profile = read_profile(profile_file, environ)
         except ScaletrainError as error:  # a broken file of the user's: listed, not fatal
             broken.append(error)
             continue
@@ -71,7 +72,7 @@ def show_cluster(
     """Explain one cluster: partitions and limits, fair share per GPU, billing, network."""
     profile = load_profile(name, dict(os.environ))
     if as_json:
-        console.show_json(profile.model_dump(mode="json"))
+        console.show_json(asdict(profile))
         return
     console.show(console.text((f"{profile.name}: {profile.description}", "heading")))
     facts = console.table(

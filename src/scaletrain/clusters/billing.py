@@ -11,7 +11,13 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from scaletrain.clusters.constraints import (
+    PositiveFloat,
+    PositiveInt,
+    Section,
+    at_least,
+    tagged_by,
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,11 +36,8 @@ class Allocation:
         return self.nodes * self.gpus_per_node
 
 
-class _Rule(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class LargestShareRule(_Rule):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LargestShareRule(Section):
     """LUMI small-g/dev-g: per GPU, or per slice of cores or memory if that is more."""
 
     rule: Literal["largest-share"]
@@ -64,7 +67,8 @@ class LargestShareRule(_Rule):
         return max(counts), terms
 
 
-class WholeNodeRule(_Rule):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WholeNodeRule(Section):
     """LUMI standard-g: every allocated node is billed in full."""
 
     rule: Literal["whole-node"]
@@ -80,14 +84,15 @@ class WholeNodeRule(_Rule):
         return f"{allocation.nodes} nodes × {self.units_per_node_hour:g}"
 
 
-class SumRule(_Rule):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SumRule(Section):
     """Puhti, Mahti: a price per GPU, plus per core and per GB of memory where the site
     bills those too."""
 
     rule: Literal["sum"]
     units_per_gpu_hour: PositiveFloat
-    units_per_core_hour: float = Field(default=0.0, ge=0)
-    units_per_gb_hour: float = Field(default=0.0, ge=0)
+    units_per_core_hour: Annotated[float, at_least(0)] = 0.0
+    units_per_gb_hour: Annotated[float, at_least(0)] = 0.0
 
     def units_per_hour(self, allocation: Allocation) -> float:
         cores = allocation.nodes * allocation.cores_per_node
@@ -112,7 +117,7 @@ class SumRule(_Rule):
         return " + ".join(terms)
 
 
-BillingRule = Annotated[LargestShareRule | WholeNodeRule | SumRule, Field(discriminator="rule")]
+BillingRule = Annotated[LargestShareRule | WholeNodeRule | SumRule, tagged_by("rule")]
 
 
 def describe_rule(rule: BillingRule, unit: str) -> str:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
+from scaletrain.clusters.profile_cache import cached_profile, profile_cache_folder
 from scaletrain.clusters.schema import ClusterProfile
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.files import read_text
@@ -23,6 +23,8 @@ from scaletrain.core.toml_text import TomlError, parse_toml
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
+
+    from pydantic import TypeAdapter
 
 SCHEMA_DOC = "docs/clusters-and-planning.md"
 
@@ -72,21 +74,30 @@ def load_profile(name: str, environ: Mapping[str, str]) -> ClusterProfile:
             f"{guess}Add your own site as {user_profile_folder(environ) / (name + '.toml')} "
             f"(see {SCHEMA_DOC}).",
         )
-    return read_profile(known[name])
+    return read_profile(known[name], environ)
 
 
-def read_profile(profile_file: ProfileFile) -> ClusterProfile:
-    """Parse and validate one file; errors name the file, the field and the fix."""
+def read_profile(profile_file: ProfileFile, environ: Mapping[str, str]) -> ClusterProfile:
+    """Parse and validate one file (or take it from the user's cache of validated profiles);
+    errors name the file, the field and the fix."""
     location = profile_file.location
     if isinstance(location, Path):  # the user's file: anything may be wrong with it
         text = read_text(location, "cluster profile")
     else:
         text = location.read_text(encoding="utf-8")
-    return profile_from_text(profile_file.name, text, where=str(profile_file.location))
+    return profile_from_text(
+        profile_file.name,
+        text,
+        where=str(profile_file.location),
+        cache_folder=profile_cache_folder(environ),
+    )
 
 
-def profile_from_text(name: str, text: str, *, where: str) -> ClusterProfile:
-    """Parse and validate a profile's TOML text; `where` names it in errors."""
+def profile_from_text(
+    name: str, text: str, *, where: str, cache_folder: Path | None = None
+) -> ClusterProfile:
+    """Parse and validate a profile's TOML text; `where` names it in errors. A profile
+    validated before with the same data is taken from `cache_folder` (profile_cache.py)."""
     try:
         data: dict[str, Any] = parse_toml(text)
     except TomlError as error:
@@ -108,12 +119,27 @@ def profile_from_text(name: str, text: str, *, where: str) -> ClusterProfile:
                 f"{where}: field {derived!r} is not allowed.",
                 f"remove it; the {derived} comes from the file name and place.",
             )
+    return cached_profile(cache_folder, {**data, "name": name, "source": where}, _validated)
+
+
+@cache
+def _validator() -> TypeAdapter[ClusterProfile]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(ClusterProfile)
+
+
+def _validated(data: dict[str, Any]) -> ClusterProfile:
+    """The profile pydantic makes of `data`; its errors in one ProfileError."""
+    from pydantic import ValidationError
+
     try:
-        return ClusterProfile.model_validate({**data, "name": name, "source": where})
+        return _validator().validate_python(data)
     except ValidationError as error:
         problems = "; ".join(_describe(detail) for detail in error.errors())
         raise ProfileError(
-            f"{where}: {problems}.", f"correct the named field(s); the schema is in {SCHEMA_DOC}."
+            f"{data['source']}: {problems}.",
+            f"correct the named field(s); the schema is in {SCHEMA_DOC}.",
         ) from None
 
 
@@ -173,7 +199,7 @@ def _describe(detail: Mapping[str, Any]) -> str:
         if not (index >= 3 and parts[index - 3] == "partitions" and parts[index - 1] == "billing")
     )
     message = str(detail["msg"]).removeprefix("Value error, ")
-    if detail["type"] == "extra_forbidden":
+    if detail["type"] == "unexpected_keyword_argument":  # a key the section does not name
         message = "unknown field (misspelt, or in the wrong [section])"
     elif detail["type"] == "missing":
         message = "missing (required)"

@@ -2,24 +2,27 @@
 
 One profile per file; the file name is the cluster name. Numbers are per node or per GPU
 and come from the site's documentation (each packaged profile names its sources).
+
+The classes are frozen dataclasses. pydantic checks a file against them when catalog.py reads
+it: the types and constraints of their fields (constraints.py), then each `__post_init__`,
+whose errors name the table they are in.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any, Literal
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PositiveFloat,
-    PositiveInt,
-    field_validator,
-    model_validator,
-)
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
 from scaletrain.clusters.billing import BillingRule
+from scaletrain.clusters.constraints import (
+    PositiveFloat,
+    PositiveInt,
+    Section,
+    checked_by,
+    not_empty,
+)
 from scaletrain.clusters.slurm_time import parse_slurm_time
 from scaletrain.core.errors import ScaletrainError
 
@@ -28,11 +31,52 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+def _hex_masks(masks: tuple[str, ...]) -> tuple[str, ...]:
+    for mask in masks:
+        if not _HEX_MASK.match(mask):
+            raise ValueError(f"{mask!r} is not a hexadecimal mask such as '0xfe'")
+    return masks
 
 
-class Node(_Section):
+def _gpu_option(option: str | None) -> str | None:
+    example = "'--gpus-per-node={gpus}'"
+    if option is not None and (not option.startswith("--") or "{gpus}" not in option):
+        raise ValueError(f"{option!r} must be an sbatch option with {{gpus}}, e.g. {example}")
+    if option is not None:
+        try:
+            option.format(gpus=1)
+        except (KeyError, IndexError, ValueError):
+            raise ValueError(
+                f"{option!r} may hold no braces but {{gpus}} (write the GPU model itself, "
+                f"e.g. '--gres=gpu:v100:{{gpus}}')"
+            ) from None
+    return option
+
+
+def _date(date: str) -> str:
+    if not _DATE.match(date):
+        raise ValueError(f"{date!r} is not a date such as '2026-09' or '2026-09-14'")
+    return date
+
+
+def _slurm_time(text: str | None) -> str | None:
+    if text is not None:
+        try:
+            parse_slurm_time(text)
+        except ScaletrainError as error:
+            raise ValueError(error.problem) from None
+    return text
+
+
+def _variable_names(environment: Environment) -> Environment:
+    for name in environment:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not an environment variable name")
+    return environment
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Node(Section):
     """One compute node as a job sees it: what is usable, not what is installed."""
 
     gpus: PositiveInt
@@ -47,7 +91,7 @@ class Node(_Section):
     usable_cores: PositiveInt
     usable_memory_gb: PositiveInt | None = None
     """None where Slurm does not manage memory on this cluster."""
-    cpu_masks: tuple[str, ...] = ()
+    cpu_masks: Annotated[tuple[str, ...], checked_by(_hex_masks)] = ()
     """Cores closest to GPU 0, 1, ... as hexadecimal masks for `srun --cpu-bind=mask_cpu:`."""
 
     @property
@@ -60,55 +104,32 @@ class Node(_Section):
         ]
         return f"{self.gpu_model} ({', '.join(known)})" if known else self.gpu_model
 
-    @field_validator("cpu_masks")
-    @classmethod
-    def _masks_are_hex(cls, masks: tuple[str, ...]) -> tuple[str, ...]:
-        for mask in masks:
-            if not _HEX_MASK.match(mask):
-                raise ValueError(f"{mask!r} is not a hexadecimal mask such as '0xfe'")
-        return masks
-
-    @model_validator(mode="after")
-    def _one_mask_per_gpu(self) -> Node:
+    def __post_init__(self) -> None:
         if self.cpu_masks and len(self.cpu_masks) != self.gpus:
             raise ValueError(f"cpu_masks has {len(self.cpu_masks)} masks for {self.gpus} GPUs")
-        return self
 
 
-class Slurm(_Section):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Slurm(Section):
     """How this site wants resources written in a job script."""
 
-    gpu_request: str | None = None
+    gpu_request: Annotated[str | None, checked_by(_gpu_option)] = None
     """The GPU option with `{gpus}` for GPUs per node: `--gpus-per-node={gpus}`,
     `--gres=gpu:v100:{gpus}`; none on a CPU-only cluster."""
     request_memory: bool = True
     """Whether to write `--mem` (Mahti assigns memory per GPU itself)."""
 
-    @field_validator("gpu_request")
-    @classmethod
-    def _has_placeholder(cls, option: str | None) -> str | None:
-        example = "'--gpus-per-node={gpus}'"
-        if option is not None and (not option.startswith("--") or "{gpus}" not in option):
-            raise ValueError(f"{option!r} must be an sbatch option with {{gpus}}, e.g. {example}")
-        if option is not None:
-            try:
-                option.format(gpus=1)
-            except (KeyError, IndexError, ValueError):
-                raise ValueError(
-                    f"{option!r} may hold no braces but {{gpus}} (write the GPU model itself, "
-                    f"e.g. '--gres=gpu:v100:{{gpus}}')"
-                ) from None
-        return option
 
-
-class PerGpu(_Section):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PerGpu(Section):
     """What the planner asks for per GPU unless told otherwise."""
 
     cores: PositiveInt
     memory_gb: PositiveInt | None = None
 
 
-class Stack(_Section):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stack(Section):
     """One way the site's compute nodes provide PyTorch: module lines, or a container image
     (with the module that sets up its bindings, and the command that runs it)."""
 
@@ -123,11 +144,9 @@ class Stack(_Section):
     binds: tuple[str, ...] = ()
     """Folders to bind into the container beyond what `setup` binds (`src[:dest[:opts]]`)."""
 
-    @model_validator(mode="after")
-    def _container_needs_command(self) -> Stack:
+    def __post_init__(self) -> None:
         if self.image is not None and not self.container_command:
             raise ValueError("image needs container_command, e.g. 'singularity run'")
-        return self
 
     @property
     def is_container(self) -> bool:
@@ -135,29 +154,29 @@ class Stack(_Section):
         return self.container_command is not None
 
 
-class Software(_Section):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Software(Section):
     """How jobs get PyTorch on the compute nodes: the site's stacks, and per-task lines."""
 
     default: str | None = None
     """The stack jobs use unless they choose another (`--stack`, `--container`)."""
-    stacks: dict[str, Stack] = Field(default_factory=dict)
+    stacks: dict[str, Stack] = field(default_factory=dict)
     task_setup: tuple[str, ...] = ()
     """Shell lines at the start of every task, where $SLURM_NODEID, $SLURM_LOCALID are the
     task's own (e.g. a cache folder per node on local disk)."""
     guide: str = "README.md#install-on-a-cluster"
     """Where scaletrain's docs say how to add packages at this site (hints point there)."""
 
-    @model_validator(mode="after")
-    def _default_is_a_stack(self) -> Software:
+    def __post_init__(self) -> None:
         if self.default is not None and self.default not in self.stacks:
             known = ", ".join(self.stacks) or "none"
             raise ValueError(f"default = {self.default!r} names no [software.stacks] ({known})")
         if self.default is None and self.stacks:
             raise ValueError(f"default is missing: name one of {', '.join(self.stacks)}")
-        return self
 
 
-class EnvironmentValue(_Section):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EnvironmentValue(Section):
     """A variable whose value the job's shell expands (`$USER`, `${SLURM_JOB_ACCOUNT}`)."""
 
     value: str
@@ -165,29 +184,29 @@ class EnvironmentValue(_Section):
     """False: exported exactly as written (quoted); true: expanded by the job's shell."""
 
 
-class Source(_Section):
+# [environment]: a value as written, or a table that says how the job's shell takes it.
+Environment = dict[str, str | EnvironmentValue]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Source(Section):
     """Where a setting comes from and when it was checked: shown by `clusters show`."""
 
-    date: str
+    date: Annotated[str, checked_by(_date)]
     source: str
 
-    @field_validator("date")
-    @classmethod
-    def _is_a_date(cls, date: str) -> str:
-        if not _DATE.match(date):
-            raise ValueError(f"{date!r} is not a date such as '2026-09' or '2026-09-14'")
-        return date
 
-
-class Billing(_Section):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Billing(Section):
     unit: str
     meaning: str = ""
     """What one unit buys, in words (LUMI: one hour of a full MI250X = two GCD-hours)."""
 
 
-class Partition(_Section):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Partition(Section):
     description: str = ""
-    max_time: str | None = None
+    max_time: Annotated[str | None, checked_by(_slurm_time)] = None
     """Longest `--time` (Slurm syntax); none for no limit."""
     max_nodes: PositiveInt | None = None
     max_gpus: PositiveInt | None = None
@@ -206,22 +225,13 @@ class Partition(_Section):
     billing: BillingRule | None = None
     """None where nothing is billed (a local test cluster)."""
 
-    @field_validator("max_time")
-    @classmethod
-    def _is_slurm_time(cls, text: str | None) -> str | None:
-        if text is not None:
-            try:
-                parse_slurm_time(text)
-            except ScaletrainError as error:
-                raise ValueError(error.problem) from None
-        return text
-
     @property
     def max_time_seconds(self) -> int | None:
         return None if self.max_time is None else parse_slurm_time(self.max_time)
 
 
-class ClusterProfile(_Section):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClusterProfile(Section):
     """A cluster: its nodes, partitions, Slurm syntax, network settings and billing."""
 
     name: str
@@ -229,36 +239,28 @@ class ClusterProfile(_Section):
     """The file it was read from."""
     description: str
     node: Node
-    slurm: Slurm = Slurm()
+    slurm: Slurm = field(default_factory=Slurm)
     default_per_gpu: PerGpu
-    environment: dict[str, str | EnvironmentValue] = Field(default_factory=dict)
+    environment: Annotated[Environment, checked_by(_variable_names)] = field(default_factory=dict)
     """Exported in every job, e.g. NCCL_SOCKET_IFNAME for the high-speed network."""
-    software: Software = Software()
+    software: Software = field(default_factory=Software)
     billing: Billing | None = None
-    partitions: dict[str, Partition] = Field(min_length=1)
-    sources: dict[str, Source] = Field(default_factory=dict)
+    partitions: Annotated[dict[str, Partition], not_empty()]
+    sources: dict[str, Source] = field(default_factory=dict)
     """Date and source of settings, by their dotted name: `environment.FI_MR_CACHE_MONITOR`."""
 
-    @field_validator("environment")
-    @classmethod
-    def _variable_names(
-        cls, environment: dict[str, str | EnvironmentValue]
-    ) -> dict[str, str | EnvironmentValue]:
-        for name in environment:
-            if not _ENV_NAME.match(name):
-                raise ValueError(f"{name!r} is not an environment variable name")
-        return environment
+    def __post_init__(self) -> None:
+        self._sources_name_settings()
+        self._consistent()
 
-    @model_validator(mode="after")
-    def _sources_name_settings(self) -> ClusterProfile:
-        data = self.model_dump()
+    def _sources_name_settings(self) -> None:
+        data = dataclasses.asdict(self)
         for key in self.sources:
             value: Any = data
             for part in key.split("."):
                 value = value.get(part) if isinstance(value, dict) else None
             if value is None:
                 raise ValueError(f"sources: {key!r} names no setting of this profile")
-        return self
 
     @property
     def exported(self) -> dict[str, str]:
@@ -282,8 +284,7 @@ class ClusterProfile(_Section):
         found = self.sources.get(key)
         return f"{found.date}, {found.source}" if found else None
 
-    @model_validator(mode="after")
-    def _consistent(self) -> ClusterProfile:
+    def _consistent(self) -> None:
         node, per_gpu = self.node, self.default_per_gpu
         if per_gpu.cores * node.gpus > node.usable_cores:
             raise ValueError(
@@ -313,7 +314,6 @@ class ClusterProfile(_Section):
             raise ValueError(
                 f"partitions {', '.join(rehearsals)} all say rehearsal = true: at most one may"
             )
-        return self
 
     @property
     def rehearsal_partition(self) -> str | None:
