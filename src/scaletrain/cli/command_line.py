@@ -65,6 +65,9 @@ def _help_option(command: _click.Command, ctx: _click.Context) -> TyperOption | 
     option = _click.Command.get_help_option(command, ctx)
     if option is not None:
         _polish_parameter(option)
+        # Absent, the flag is False rather than None: typer then takes it as it is instead of
+        # building a pydantic validator for it, which would import pydantic into every command.
+        option.default = False
     return option
 
 

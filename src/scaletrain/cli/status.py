@@ -19,7 +19,6 @@ from scaletrain.cli.common import (
     summary_value,
 )
 from scaletrain.cli.local_runs import local_state, on_this_machine, read_run_json
-from scaletrain.cli.rehearsal_status import rehearsal_status
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.hang_report import read_hang_report
@@ -158,6 +157,9 @@ def _slurm(
         rows.append(("cost", f"{fields['cost']['summary']} (scaletrain cost {folder.name})"))
     rows.append(("output", fields["output"] or no_output))
     if "rehearsal" in job.details:  # submitted with --rehearse
+        # Imported here: it reads plan.toml, whose planning modules other runs do not need.
+        from scaletrain.cli.rehearsal_status import rehearsal_status
+
         fields["rehearsal"], rehearsal_rows = rehearsal_status(folder, job, info, environ)
         rows += rehearsal_rows
     return fields, rows
