@@ -13,14 +13,20 @@ machine inflates far less than the wall time. Then `python -X importtime` on the
 commands: the cumulative import time of everything scaletrain imported (from its first
 module on: the interpreter's own start is not counted), and of `scaletrain.cli.app`. Where
 valgrind is installed, also the instructions each command executes (callgrind, one run):
-a count no other process changes, to compare versions on a busy machine.
+a count no other process changes, to compare versions on a busy machine. And which of the
+large libraries (pydantic, jinja2, rich, typer) each command imports.
+
+The cluster profiles validated by the first run are kept in the user's cache (as on a login
+node after the first command); `cold_*` times `plan` and `clusters` with that cache emptied
+before each run, the cost of a profile read for the first time.
 
 The commands run as from an installed package: with Python's compiled modules (pip writes
 them at install; here a warm-up run writes them into a folder of this script's own, through
 PYTHONPYCACHEPREFIX, even where PYTHONDONTWRITEBYTECODE is set, which would compile every
 scaletrain module from source at each start). The machine's load average is recorded before
 and after: on a shared 2-core machine the wall times follow the load, the CPU times much
-less so.
+less so. The commit recorded is that of the scaletrain the commands import (another checkout
+through PYTHONPATH measures that checkout).
 """
 
 from __future__ import annotations
@@ -42,6 +48,9 @@ from common import RESULTS, save, spread
 
 REPEATS = 15
 IMPORT_REPEATS = 5
+COLD_REPEATS = 5
+COLD_COMMANDS = ("plan", "clusters")
+LIBRARIES = ("pydantic", "jinja2", "rich", "typer", "torch")
 BIN = Path(sys.executable).parent
 SCALETRAIN = str(BIN / "scaletrain")
 COMMANDS = {
@@ -85,6 +94,21 @@ def import_times(arguments: list[str], folder: Path, environ: dict[str, str]) ->
     return {"all_ms": total_us / 1000, "scaletrain.cli.app_ms": app_us / 1000}
 
 
+def libraries(arguments: list[str], folder: Path, environ: dict[str, str]) -> list[str]:
+    """Which of LIBRARIES one run of the command imports."""
+    code = (
+        "import sys\nfrom scaletrain.cli.start import main\nsys.argv[0] = 'scaletrain'\n"
+        "try:\n    main()\nfinally:\n"
+        "    print('imported:', *{name.partition('.')[0] for name in sys.modules}, file=sys.stderr)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, *arguments],
+        cwd=folder, env=environ, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    line = next(line for line in result.stderr.splitlines() if line.startswith("imported:"))
+    return [name for name in LIBRARIES if name in line.split()[1:]]
+
+
 def instructions(arguments: list[str], folder: Path, environ: dict[str, str]) -> float | None:
     """Millions of instructions one run executes (valgrind's callgrind), None without it."""
     valgrind = shutil.which("valgrind")
@@ -111,15 +135,17 @@ def make_run(folder: Path, environ: dict[str, str]) -> None:
 
 
 def commit() -> str:
-    """The measured commit, with `+changes` when the working tree differs from it."""
-    here = Path(__file__).resolve().parent
+    """The measured commit (of the scaletrain imported), `+changes` when its tree differs."""
+    import scaletrain
+
+    here = Path(scaletrain.__file__).resolve().parent
 
     def git(*arguments: str) -> str:
         return subprocess.run(
             ["git", *arguments], cwd=here, capture_output=True, text=True, check=False
         ).stdout.strip()
 
-    changed = git("status", "--porcelain", "--", "../src")
+    changed = git("status", "--porcelain", "--", ".")
     return git("rev-parse", "--short", "HEAD") + ("+changes" if changed else "")
 
 
@@ -160,6 +186,11 @@ def main() -> None:
                 seconds, used = timed([SCALETRAIN, *COMMANDS[name]], folder, environ)
                 wall[name].append(seconds)
                 cpu[name].append(used)
+        cold: dict[str, list[float]] = {name: [] for name in COLD_COMMANDS}
+        for _ in range(COLD_REPEATS):
+            for name in COLD_COMMANDS:
+                shutil.rmtree(folder / "cache" / "scaletrain" / "profiles", ignore_errors=True)
+                cold[name].append(timed([SCALETRAIN, *COMMANDS[name]], folder, environ)[1])
         imports = {name: {"all_ms": [], "scaletrain.cli.app_ms": []} for name in COMMANDS}
         for _ in range(IMPORT_REPEATS):
             for name, arguments in COMMANDS.items():
@@ -167,6 +198,9 @@ def main() -> None:
                     imports[name][key].append(value)
         counted = {
             name: instructions(arguments, folder, environ) for name, arguments in COMMANDS.items()
+        }
+        imported = {
+            name: libraries(arguments, folder, environ) for name, arguments in COMMANDS.items()
         }
     load_after = os.getloadavg()
     cpus = os.cpu_count() or 1
@@ -180,18 +214,20 @@ def main() -> None:
         "cpus": cpus,
         "wall_s": {name: spread(values) for name, values in wall.items()},
         "cpu_s": {name: spread(values) for name, values in cpu.items()},
+        "cold_cpu_s": {name: spread(values) for name, values in cold.items()},
         "instructions_millions": counted,
+        "libraries_imported": imported,
         "import_ms": {
             name: {key: spread(values) for key, values in found.items()}
             for name, found in imports.items()
         },
-        "raw": {"wall_s": wall, "cpu_s": cpu},
+        "raw": {"wall_s": wall, "cpu_s": cpu, "cold_cpu_s": cold},
     }
     for name in COMMANDS:
         print(
             f"{name}: wall {record['wall_s'][name]['median']:.3f} s, "
             f"CPU {record['cpu_s'][name]['median']:.3f} s, {counted[name]} M instructions, imports "
-            f"{record['import_ms'][name]['all_ms']['median']:.0f} ms",
+            f"{record['import_ms'][name]['all_ms']['median']:.0f} ms; {', '.join(imported[name])}",
             file=sys.stderr,
         )
     print(f"load average before {load_before}, after {load_after}", file=sys.stderr)
