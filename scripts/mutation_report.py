@@ -58,7 +58,9 @@ def change(name: str) -> tuple[str, str]:
 def reason_for(name: str, reasons: dict[str, str]) -> str | None:
     """The reason written for this mutant: its own name, or a pattern naming it among a few
     of one function read together (e.g. `..._mutmut_[46]`)."""
-    return next((why for pattern, why in reasons.items() if fnmatch.fnmatchcase(name, pattern)), None)
+    return next(
+        (why for pattern, why in reasons.items() if fnmatch.fnmatchcase(name, pattern)), None
+    )
 
 
 def tested_commit() -> str:

@@ -24,7 +24,13 @@ if ! command -v shellcheck >/dev/null; then
         echo "warning: shellcheck is missing, so its test is skipped. HINT: sudo apt-get install -y shellcheck" >&2
     fi
 fi
-say "pytest" && "$bin/pytest" "$@"
+# Two worker processes (pytest-xdist): the Slurm tests mostly wait on jobs, and the other tests
+# use the cores meanwhile (tests/conftest.py keeps a file's tests, and all Slurm tests, in one
+# worker). SCALETRAIN_TEST_WORKERS=0 runs them in this one process.
+workers=${SCALETRAIN_TEST_WORKERS:-2}
+parallel=()
+[[ $workers != 0 ]] && parallel=(-n "$workers" --dist loadgroup)
+say "pytest" && "$bin/pytest" "${parallel[@]}" "$@"
 # The fast tiers that use torch (checkpoint, runtime, train) again on the oldest and the newest
 # torch the package declares (src/scaletrain/core/torch_support.toml), each in a venv of its
 # own; a run of the whole suite only (no arguments). The opt-in direct storage is left out
