@@ -24,13 +24,29 @@ if ! command -v shellcheck >/dev/null; then
         echo "warning: shellcheck is missing, so its test is skipped. HINT: sudo apt-get install -y shellcheck" >&2
     fi
 fi
-# Two worker processes (pytest-xdist): the Slurm tests mostly wait on jobs, and the other tests
-# use the cores meanwhile (tests/conftest.py keeps a file's tests, and all Slurm tests, in one
-# worker). SCALETRAIN_TEST_WORKERS=0 runs them in this one process.
-workers=${SCALETRAIN_TEST_WORKERS:-2}
-parallel=()
-[[ $workers != 0 ]] && parallel=(-n "$workers" --dist loadgroup)
-say "pytest" && "$bin/pytest" "${parallel[@]}" "$@"
+# The whole suite (no arguments) runs as two pytest sessions side by side: the Slurm tests,
+# which mostly wait on their jobs, in the background (one test Slurm cluster), and the others
+# here, using the cores meanwhile. Each session counts its own leftovers. With arguments, or
+# SCALETRAIN_TEST_SESSIONS=1, one session runs them.
+if [[ $# -eq 0 && ${SCALETRAIN_TEST_SESSIONS:-2} != 1 ]]; then
+    slurm_log=$(mktemp --tmpdir scaletrain-slurm-tests.XXXXXX.log)
+    say "pytest, the Slurm tests in the background (their output follows the others')"
+    "$bin/pytest" -m slurm >"$slurm_log" 2>&1 &
+    slurm_tests=$!
+    say "pytest, every other test"
+    others=0
+    "$bin/pytest" -m "not slurm" || others=$?
+    slurm=0
+    wait "$slurm_tests" || slurm=$?
+    say "pytest, the Slurm tests (ended)"
+    cat "$slurm_log" && rm -f "$slurm_log"
+    if [[ $others != 0 || $slurm != 0 ]]; then
+        echo "error: tests failed (exit $others without Slurm, $slurm on Slurm): see above" >&2
+        exit 1
+    fi
+else
+    say "pytest" && "$bin/pytest" "$@"
+fi
 # The fast tiers (checkpoint, runtime, train, launch, diagnose) again on the oldest and the newest
 # torch the package declares (src/scaletrain/core/torch_support.toml), each in a venv of its
 # own; a run of the whole suite only (no arguments). The opt-in direct storage is left out
@@ -42,7 +58,7 @@ print(t().oldest, t().newest)')
     for version in $versions; do
         bash scripts/setup-torch-venv.sh "$version"
         say "pytest, fast tiers, torch $version"
-        ".venv-torch-$version/bin/pytest" "${parallel[@]}" -m "not slurm and not long" \
+        ".venv-torch-$version/bin/pytest" -m "not slurm and not long" \
             -k "not direct or public_api_only" \
             tests/checkpoint tests/runtime tests/train tests/launch tests/diagnose
     done
