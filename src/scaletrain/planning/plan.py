@@ -112,11 +112,8 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         """Plain data for TOML and JSON, the launch mode by its name; fields that are None
         are left out."""
-        data = {
-            _MODE if name == "launch_mode" else name: self.mode if name == "launch_mode" else value
-            for name, value in dataclasses.asdict(self).items()
-        }
-        plain: dict[str, Any] = _without_none(data)
+        data = dataclasses.asdict(self) | {"launch_mode": self.mode}
+        plain: dict[str, Any] = _without_none({_file_key(k): v for k, v in data.items()})
         return plain
 
     @classmethod
@@ -126,11 +123,8 @@ class Plan:
         from pydantic import TypeAdapter
 
         fields = dict(data)
-        name = fields.pop(_MODE, None)
-        if isinstance(name, str):
-            fields["launch_mode"] = launch_mode(name)
-        elif name is not None:
-            fields["launch_mode"] = name  # not a name: pydantic's error says what it is
+        if _MODE in fields:
+            fields["launch_mode"] = launch_mode(str(fields.pop(_MODE)))
         return TypeAdapter(cls).validate_python(fields)
 
 
@@ -156,10 +150,15 @@ def read_plan(path: Path) -> Plan:
         problem = f"mode: {error.problem.rstrip('.')}; {error.hint.rstrip('.')}"
     except ValidationError as error:
         problem = "; ".join(
-            f"{'.'.join(str(part) for part in detail['loc'])}: {detail['msg']}"
+            f"{'.'.join(_file_key(part) for part in detail['loc'])}: {detail['msg']}"
             for detail in error.errors()
         )
     raise ScaletrainError(f"{path} is not a plan scaletrain can read: {problem}.", hint)
+
+
+def _file_key(part: object) -> str:
+    """A part of pydantic's location as the plan file names it."""
+    return _MODE if part == "launch_mode" else str(part)
 
 
 def _without_none(value: Any) -> Any:
