@@ -24,12 +24,17 @@ if ! command -v shellcheck >/dev/null; then
         echo "warning: shellcheck is missing, so its test is skipped. HINT: sudo apt-get install -y shellcheck" >&2
     fi
 fi
-say "pytest" && "$bin/pytest" "$@"
-# The fast tiers that use torch (checkpoint, runtime, train) again on the oldest and the newest
+# Two worker processes (pytest-xdist): the Slurm tests mostly wait on jobs, and the other tests
+# use the cores meanwhile (tests/conftest.py keeps a file's tests, and all Slurm tests, in one
+# worker). SCALETRAIN_TEST_WORKERS=0 runs them in this one process.
+workers=${SCALETRAIN_TEST_WORKERS:-2}
+parallel=()
+[[ $workers != 0 ]] && parallel=(-n "$workers" --dist loadgroup)
+say "pytest" && "$bin/pytest" "${parallel[@]}" "$@"
+# The fast tiers (checkpoint, runtime, train, launch, diagnose) again on the oldest and the newest
 # torch the package declares (src/scaletrain/core/torch_support.toml), each in a venv of its
 # own; a run of the whole suite only (no arguments). The opt-in direct storage is left out
 # there: on those versions it is never used (checkpoints go through DCP, tested already).
-# launch and diagnose run on the pinned torch only, to keep CI within its 90 minutes.
 # SCALETRAIN_TORCH_MATRIX=0 leaves them out.
 if [[ $# -eq 0 && ${SCALETRAIN_TORCH_MATRIX:-1} != 0 ]]; then
     versions=$("$bin/python" -c 'from scaletrain.core.torch_support import torch_support as t
@@ -37,9 +42,9 @@ print(t().oldest, t().newest)')
     for version in $versions; do
         bash scripts/setup-torch-venv.sh "$version"
         say "pytest, fast tiers, torch $version"
-        ".venv-torch-$version/bin/pytest" -m "not slurm and not long" \
+        ".venv-torch-$version/bin/pytest" "${parallel[@]}" -m "not slurm and not long" \
             -k "not direct or public_api_only" \
-            tests/checkpoint tests/runtime tests/train
+            tests/checkpoint tests/runtime tests/train tests/launch tests/diagnose
     done
     say "pytest, checkpoints across torch releases"
     # shellcheck disable=SC2086 # one word per version
