@@ -15,7 +15,7 @@ say "import layers" && "$bin/lint-imports" --no-cache
 if [[ " $* " != *"not slurm"* ]]; then
     say "slurm (installed if missing)" && bash scripts/install-slurm.sh
 fi
-# Generated job scripts must pass shellcheck (tests/launch/test_render.py skips without it).
+# Generated job scripts must pass shellcheck (tests/launch/test_render_quoting.py skips without it).
 if ! command -v shellcheck >/dev/null; then
     if [[ $(id -u) -eq 0 ]]; then
         say "shellcheck (installing with apt-get)"
