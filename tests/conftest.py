@@ -34,47 +34,9 @@ _isolation: Isolation | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Count what the session's processes leave behind (tests/support/leftovers.py). Under
-    pytest-xdist each worker counts its own; the controller starts no test process."""
+    """Count what the session's processes leave behind (tests/support/leftovers.py)."""
     global _isolation
-    if not _distributes_tests(config):
-        _isolation = isolate()
-    for name, value in getattr(config, "workerinput", {}).get("terminal_size", {}).items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist's workers start with COLUMNS and LINES set (80 × 24), which would wrap what
-    the tests read from a pipe: each worker gets the controller's own instead."""
-    node.workerinput["terminal_size"] = {
-        name: os.environ.get(name) for name in ("COLUMNS", "LINES")
-    }
-
-
-def _distributes_tests(config: pytest.Config) -> bool:
-    """Whether this process is pytest-xdist's controller, handing tests to workers."""
-    workers = (
-        config.getoption("numprocesses", None) if config.pluginmanager.hasplugin("xdist") else None
-    )
-    return bool(workers) and "PYTEST_XDIST_WORKER" not in os.environ
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist with `--dist loadgroup` (scripts/test.sh): a file's tests run in one
-    worker, so its module fixtures are made once, and every test on the real Slurm in one
-    worker, so that one Slurm cluster is started and the slow jobs overlap the other tests."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        return
-    slurm_fixtures = {"slurm_cluster", "accounting_cluster"}
-    for item in items:
-        on_slurm = item.get_closest_marker("slurm") or slurm_fixtures & set(item.fixturenames)
-        group = "slurm" if on_slurm else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    _isolation = isolate()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -4,6 +4,7 @@ with the field at fault, and file checks say which file and how it differs."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -49,7 +50,8 @@ def test_what_is_written_is_read_back_and_is_plain_json(tmp_path: Path) -> None:
         "batches_in_epoch": 7,
     }
     assert record["files"]["__0_0.distcp"] == {"size": 10, "crc32": 1234}
-    assert record["reason"] == "stop: SIGTERM — requeued"  # UTF-8 whatever the locale
+    assert record["reason"] == "stop: SIGTERM — requeued"
+    assert text.isascii()  # non-ASCII escaped: the same bytes in any node's locale
     assert text.endswith("}\n") and text.startswith('{\n "format": 1,\n')  # one key a line
 
 
@@ -63,7 +65,7 @@ def test_a_manifest_without_files_or_versions_reads_as_empty(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("content", "named"),
     [
-        (None, "No such file"),
+        (None, "[Errno 2] No such file or directory"),
         ("{not json", "Expecting property name"),
         ("[1, 2]", "not a JSON object"),
         (
@@ -107,10 +109,14 @@ def test_a_damaged_manifest_is_named_with_what_is_wrong(
         (tmp_path / "checkpoint.json").write_text(content)
     with pytest.raises(DamagedCheckpointError) as raised:
         Manifest.read(tmp_path)
-    message = str(raised.value)
-    assert f"The checkpoint {tmp_path} has an unreadable checkpoint.json (" in message
-    assert named in message
-    assert "resumes from the previous complete checkpoint" in raised.value.hint
+    assert raised.value.problem.startswith(
+        f"The checkpoint {tmp_path} has an unreadable checkpoint.json ("
+    )
+    problem = raised.value.problem.split("checkpoint.json (", 1)[1]
+    assert problem.startswith(named)
+    assert raised.value.hint == (
+        "scaletrain resumes from the previous complete checkpoint; move this one away."
+    )
 
 
 def test_every_problem_of_a_validated_manifest_is_listed(tmp_path: Path) -> None:
@@ -123,6 +129,20 @@ def test_every_problem_of_a_validated_manifest_is_listed(tmp_path: Path) -> None
         in str(raised.value)
     )
     assert "; world_size: Input should be a valid integer" in str(raised.value)
+
+
+def test_a_digest_reads_a_large_file_in_pieces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "file").write_bytes(bytes(32 * 2**20))
+    monkeypatch.setattr(manifest_module, "_CHUNK_BYTES", 2**20)
+    tracemalloc.start()
+    try:
+        digest(tmp_path / "file")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20  # a piece or two at a time, not the file's 32 MB
 
 
 def test_a_digest_is_the_size_and_the_crc_of_the_whole_file(
@@ -166,6 +186,13 @@ def test_a_checkpoint_of_a_newer_torch_is_refused_by_name(tmp_path: Path) -> Non
         "HINT: resume or export it with torch 2.15 or newer: the image or module that wrote it "
         "(a newer torch reads older checkpoints)."
     )
+
+
+def test_the_refusal_quotes_only_the_start_of_a_long_error(tmp_path: Path) -> None:
+    a_manifest(versions={"torch": "2.15.0"}).write(tmp_path)
+    error = newer_torch_error(tmp_path, "2.14.1", ValueError("x" * 300 + "TAIL"))
+    assert error is not None
+    assert f"cannot read it ({'x' * 300}). It is left" in error.problem
 
 
 @pytest.mark.parametrize("written_by", ["2.14.1", "2.14.0", "2.7.1", ""])
