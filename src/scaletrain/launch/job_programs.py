@@ -1,7 +1,8 @@
-"""The programs a job runs with its own Python, where scaletrain may be missing (containers):
-templates/import_check.py and templates/rendezvous_store.py, written once into the run folder
-by `submit` (programs/) and fed to `python3 -` on stdin by the job script, so that they need
-no bind into the container and the script stays short enough to read."""
+"""The programs a job script runs, written once into the run folder's programs/ by `submit`:
+templates/import_check.py and templates/rendezvous_store.py, which run in the job's own Python
+where scaletrain may be missing (containers), fed to `python3 -` on stdin so that they need no
+bind into a container; and templates/job_functions.sh, the batch shell's functions that every
+job shares (its history, waits and requeues). The job script stays what this job does."""
 
 from __future__ import annotations
 
@@ -13,14 +14,18 @@ from scaletrain.launch.environment_check import IMPORT_CHECK
 
 RENDEZVOUS_STORE = "rendezvous_store.py"
 """The store of multi-node torchrun and accelerate launches."""
-JOB_PROGRAMS = (IMPORT_CHECK, RENDEZVOUS_STORE)
+JOB_FUNCTIONS = "job_functions.sh"
+"""Sourced by the job script's batch shell."""
+JOB_PROGRAMS = (IMPORT_CHECK, RENDEZVOUS_STORE, JOB_FUNCTIONS)
 
 
 def program_text(name: str) -> str:
-    """A program of templates/ as the job runs it: its code without docstrings and comments,
+    """A program of templates/ as the job runs it; Python without docstrings and comments,
     which explain it in its file, and without annotations, which the job's Python may be too
     old to read (`list[str]` needs Python 3.9)."""
     source = (files("scaletrain.launch") / "templates" / name).read_text(encoding="utf-8")
+    if not name.endswith(".py"):
+        return source
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
