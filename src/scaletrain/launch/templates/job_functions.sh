@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154  # $run_dir: set by the job script that sources this
 # The functions every scaletrain job script calls, the same for every job: its history, its
 # waits, its requeues. Sourced by job.sbatch from the run folder's programs/, where `scaletrain
 # submit` writes it (launch/job_programs.py). Plain bash, for the batch shell: scontrol and

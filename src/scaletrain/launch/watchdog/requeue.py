@@ -61,7 +61,9 @@ class HangRequeue:
         fields["excluded"] = self.exclude
         if self.kept:
             fields["kept"] = self.kept
-        return "".join(f", {json.dumps(name)}: {json.dumps(value)}" for name, value in fields.items())
+        return "".join(
+            f", {json.dumps(name)}: {json.dumps(value)}" for name, value in fields.items()
+        )
 
     def lines(self) -> str:
         """key=value lines, one value per line, for `while IFS== read -r key value`."""
@@ -79,9 +81,7 @@ class HangRequeue:
         return "".join(f"{name}={value}\n" for name, value in values.items())
 
 
-def read_slurm_job(
-    job_line: str, partition_line: str, environ: Mapping[str, str]
-) -> SlurmJob:
+def read_slurm_job(job_line: str, partition_line: str, environ: Mapping[str, str]) -> SlurmJob:
     """The job from scontrol's one-line answers (empty when it failed) and its environment."""
     job = next(iter(parse_oneliners(job_line)), {})
     partition = next(iter(parse_oneliners(partition_line)), {})
@@ -116,7 +116,8 @@ def decide_requeue(blamed: Sequence[str], job: SlurmJob, max_requeues: int) -> H
         total = "?" if job.partition_nodes is None else job.partition_nodes
         message = (
             f"training hung; continuing the run on the same nodes {count}: partition "
-            f"{job.partition} has {total} nodes, and this {job.nodes}-node job could never run again without '{kept}'"
+            f"{job.partition} has {total} nodes, and this {job.nodes}-node job could never "
+            f"run again without '{kept}'"
         )
         return HangRequeue(
             requeue=True,
