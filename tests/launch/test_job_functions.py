@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from scaletrain.core import variables
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.launch.job_programs import JOB_FUNCTIONS, write_job_programs
+from scaletrain.launch.job_programs import JOB_FUNCTIONS, program_text, write_job_programs
 from scaletrain.launch.watchdog.requeue import HangRequeue, write_decision
 from tests.conftest import clean_environ
 from tests.support.job_scripts import shellcheck
@@ -167,3 +168,13 @@ def test_wait_for_returns_the_status_of_a_process_the_trap_interrupted(tmp_path:
     )
     done = run(tmp_path, code)
     assert "trapped" in done["stderr"] and done["stdout"] == "status 7\n"
+
+
+def test_the_functions_name_files_and_variables_as_the_python_side_does() -> None:
+    """Bash cannot import run_folder.py or variables.py: their names, checked here."""
+    text = program_text(JOB_FUNCTIONS)
+    folder = RunFolder(Path("run"))
+    for name in (folder.jobs_log.name, folder.hang_decision.name, folder.job_script.name):
+        assert name in text, name
+    assert f'"$run_dir/{folder.logs.name}/$SLURM_JOB_NAME-$SLURM_JOB_ID.out"' in text
+    assert f"{variables.REQUEUE_COUNT}=" in text

@@ -27,6 +27,7 @@ from scaletrain.core.hang_report import DEFAULT_HANG_LIMIT_S, HANG_EXIT_STATUS
 from scaletrain.core.job_port import JOB_PORT_BASE, JOB_PORT_SPAN
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.environment_check import TOOLS_MISSING_STATUS, fix_hint, import_check
+from scaletrain.launch.job_programs import JOB_PROGRAMS
 from scaletrain.launch.script_decisions import recovery
 from scaletrain.launch.shell_text import (
     check_job_name,
@@ -253,7 +254,11 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
             "ranks": run_folder.ranks.name,
             "hang_report": run_folder.hang_report.name,
             "hang_decision": run_folder.hang_decision.name,
-            "programs": run_folder.programs.name,
+            "rehearsal_report": str(run_folder.rehearsal_report.relative_to(run_folder.root)),
+        },
+        # The programs the script runs (launch/job_programs.py), relative to the run folder.
+        "programs": {
+            Path(name).stem: f"{run_folder.programs.name}/{name}" for name in JOB_PROGRAMS
         },
         "hang_limit": f"{options.hang_limit_s:g}",
         "hang_exit_status": HANG_EXIT_STATUS,
