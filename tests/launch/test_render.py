@@ -609,9 +609,10 @@ def test_the_jobs_python_is_asked_for_scaletrain_where_the_job_runs_its_code() -
 
 def test_the_environment_check_sets_up_the_jobs_software_in_your_folder() -> None:
     plan = plan_for(cluster="lumi", gpus=8, venv="/project/project_465000000/venv")
-    check = render_environment_check(plan, WORKDIR, RunFolder(Path("/tmp/check")))
+    check = render_environment_check(plan, WORKDIR, RunFolder(WORKDIR / "check"))
     assert check.startswith(
-        "#!/bin/bash\nrun_dir=/tmp/check\ncd /scratch/project_465000000/me || exit 1\n"
+        "#!/bin/bash\nrun_dir=/scratch/project_465000000/me/check\n"
+        "cd /scratch/project_465000000/me || exit 1\n"
     )
     assert "\nmodule load lumi-aif-singularity-bindings || " in check
     assert "binds=/scratch/project_465000000/me,/project/project_465000000/venv\n" in check
