@@ -3,8 +3,10 @@
 The skeleton (job.sbatch.j2) writes what every job has: #SBATCH lines (all of them from
 `sbatch_lines` here), software (modules or a container), exported variables, the preflight
 check, training in the background with the graceful-stop trap, and the requeue. The launch
-mode's template writes its launch line. Every value is shell-quoted as it is written (see
-shell_text.py); only template code is not.
+mode's template writes its launch line. What is the same in every job (the requeues' commands,
+the check of the job's Python, the rendezvous store) is not in the script: it runs those
+programs from the run folder, where `submit` writes them (job_programs.py). Every value is
+shell-quoted as it is written (see shell_text.py); only template code is not.
 """
 
 from __future__ import annotations
