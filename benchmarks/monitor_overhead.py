@@ -33,7 +33,7 @@ def worker() -> None:
     import torch.distributed as dist
 
     from scaletrain.core.run_folder import RunFolder
-    from scaletrain.observe.monitor.sampler_process import start_sampler, stop_sampler
+    from scaletrain.launch.sampler_process import start_sampler, stop_sampler
     from step_overhead import raw_loop, timed
 
     dist.init_process_group("gloo")

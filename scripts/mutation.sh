@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Mutation testing of the logic that decides money and correctness (pyproject.toml
 # [tool.mutmut]): planning, billing, launcher detection, job-script rendering and quoting,
-# the data split, checkpoint retention. Slow (about 2,900 mutants: 23 minutes on 2 idle cores,
-# 20-45 a minute and hours when other work shares them), so not part of scripts/test.sh. Results are kept in mutants/: a rerun checks only
-# mutants of changed functions, but a change of [tool.mutmut] (e.g. its test selection) resets
-# every result.
+# the data split, checkpoint retention, the checkpoint's writer and reader. Slow (thousands of
+# mutants, hours on 2 cores), so not part of scripts/test.sh. Results are kept in mutants/: a
+# rerun checks only mutants of changed functions, but a change of [tool.mutmut] (e.g. its test
+# selection) resets every result.
 #
 #   bash scripts/mutation.sh              # every module, then docs/mutation-report.md
 #   bash scripts/mutation.sh 'scaletrain.clusters.billing*'   # some mutants only
@@ -21,7 +21,9 @@ else
         'scaletrain.clusters.billing*' 'scaletrain.launch.shell_text*'
         'scaletrain.checkpoint.layout*' 'scaletrain.runtime.launchers*'
         'scaletrain.runtime.layout*' 'scaletrain.planning*' 'scaletrain.launch.job_script*'
-        'scaletrain.train.data*'
+        'scaletrain.checkpoint.manifest*' 'scaletrain.checkpoint.writer*'
+        'scaletrain.checkpoint.resume*' 'scaletrain.checkpoint.dcp_storage*'
+        'scaletrain.checkpoint.storage*' 'scaletrain.checkpoint.direct*' 'scaletrain.train.data*'
     )
 fi
 for group in "${groups[@]}"; do

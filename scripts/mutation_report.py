@@ -2,18 +2,21 @@
 
 Per module: mutants made, killed (a test failed), survived (no test noticed), no test ran
 them, and the survival rate = survived / (killed + survived + timed out). Each survivor is
-listed with its change; a survivor whose change only rewrites the text of a string (a
-message, a hint) is grouped as such, and every other one must have a reason in
-scripts/mutation-reasons.toml (why it is harmless), else the report says "unexplained".
+listed with its change and the reason a reader gave in scripts/mutation-reasons.toml (why
+it is harmless), else "unexplained": no survivor is explained by the shape of its change.
+
+A reason names the function and the exact change (the line removed and the line added), not
+mutmut's number of the mutant, which shifts when the function changes: a reason stays with
+the change it was written for, and one whose change is gone is listed as stale.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,7 +28,26 @@ REPORT = REPO / "docs" / "mutation-report.md"
 REASONS = REPO / "scripts" / "mutation-reasons.toml"
 # mutmut names a mutant <module>.x_<function>__mutmut_<n> or <module>.xǁ<Class>ǁ<method>...
 MODULE = re.compile(r"^(?P<module>.+?)\.x[_ǁ]")
-STRING = re.compile(r"""(?:[rbf]*)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
+NUMBER = re.compile(r"__mutmut_\d+$")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One mutant's change: its function (mutmut's name without the number) and lines."""
+
+    function: str
+    removed: str
+    added: str
+
+
+def read_reasons(path: Path) -> dict[Change, str]:
+    """scripts/mutation-reasons.toml: [[survivor]] tables of function, removed, added, why."""
+    if not path.is_file():
+        return {}
+    return {
+        Change(entry["function"], entry["removed"], entry["added"]): entry["why"]
+        for entry in parse_toml(path.read_text(encoding="utf-8")).get("survivor", [])
+    }
 
 
 def results() -> dict[str, str]:
@@ -46,21 +68,16 @@ def results() -> dict[str, str]:
     return found
 
 
-def change(name: str) -> tuple[str, str]:
-    """The line a mutant removed and the one it added (stripped)."""
+def change(name: str) -> Change:
+    """The change a mutant makes: its function, and the lines it removed and added
+    (stripped, joined by spaces)."""
     diff = subprocess.run(
         [*MUTMUT, "show", name], cwd=REPO, capture_output=True, text=True, timeout=600
     ).stdout
     lines = diff.splitlines()
     removed = [line[1:].strip() for line in lines if line[:1] == "-" and line[:3] != "---"]
     added = [line[1:].strip() for line in lines if line[:1] == "+" and line[:3] != "+++"]
-    return " ".join(removed), " ".join(added)
-
-
-def only_text_changed(removed: str, added: str) -> bool:
-    """Whether the two lines differ only inside string literals (or a string became None)."""
-    blank = lambda text: STRING.sub('""', text)  # noqa: E731
-    return blank(removed) == blank(added) or blank(added) == blank(removed).replace('""', "None", 1)
+    return Change(NUMBER.sub("", name), " ".join(removed), " ".join(added))
 
 
 def tested_commit() -> str:
@@ -73,7 +90,7 @@ def tested_commit() -> str:
 
 def main() -> None:
     statuses = results()
-    reasons: dict[str, str] = parse_toml(REASONS.read_text()) if REASONS.is_file() else {}
+    reasons = read_reasons(REASONS)
     by_module: dict[str, Counter[str]] = defaultdict(Counter)
     for name, status in statuses.items():
         by_module[MODULE.match(name)["module"] if MODULE.match(name) else name][status] += 1
@@ -101,32 +118,33 @@ def main() -> None:
             f"{counts['timeout']} | {counts['no tests']} | {counts['not checked']} | {rate} |"
         )
     survivors = sorted(name for name, status in statuses.items() if status == "survived")
-    text_only, logic = [], []
+    changes = {name: change(name) for name in survivors}
+    unexplained = [name for name in survivors if changes[name] not in reasons]
+    lines += [
+        "",
+        f"## Survivors ({len(survivors)}, {len(unexplained)} unexplained)",
+        "",
+        "Each with why it is harmless, as read in the code (scripts/mutation-reasons.toml), or",
+        "*unexplained*: a test to write, or a reason to read and write down.",
+        "",
+    ]
     for name in survivors:
-        removed, added = change(name)
-        (text_only if only_text_changed(removed, added) else logic).append((name, removed, added))
-    lines += [
-        "",
-        f"## Survivors that change logic ({len(logic)})",
-        "",
-        "Each with why it is harmless (scripts/mutation-reasons.toml), or *unexplained*: a",
-        "test to write.",
-        "",
+        found = changes[name]
+        why = reasons.get(found, "*unexplained*")
+        lines += [f"- `{name}`: `{found.removed}` → `{found.added}`", f"  {why}"]
+    tested_functions = {
+        NUMBER.sub("", name) for name, status in statuses.items() if status != "not checked"
+    }
+    stale = [
+        reason
+        for reason in reasons
+        if reason.function in tested_functions and reason not in changes.values()
     ]
-    for name, removed, added in logic:
-        reason = next(
-            (why for pattern, why in reasons.items() if fnmatch.fnmatchcase(name, pattern)),
-            "*unexplained*",
-        )
-        lines += [f"- `{name}`: `{removed}` → `{added}`", f"  {reason}"]
-    lines += [
-        "",
-        f"## Survivors that change only the text of a message ({len(text_only)})",
-        "",
-        "The tests check each error's key words and its hint's fix, not every word of it.",
-        "",
-    ]
-    lines += [f"- `{name}`" for name, _, _ in text_only]
+    if stale:
+        lines += ["", f"## Reasons whose change no survivor makes any more ({len(stale)})", ""]
+        lines += [
+            f"- `{reason.function}`: `{reason.removed}` → `{reason.added}`" for reason in stale
+        ]
     REPORT.write_text("\n".join(lines) + "\n")
     print(f"wrote {REPORT}")
 

@@ -15,7 +15,7 @@ say "import layers" && "$bin/lint-imports" --no-cache
 if [[ " $* " != *"not slurm"* ]]; then
     say "slurm (installed if missing)" && bash scripts/install-slurm.sh
 fi
-# Generated job scripts must pass shellcheck (tests/launch/test_render.py skips without it).
+# Generated job scripts must pass shellcheck (tests/launch/test_render_quoting.py skips without it).
 if ! command -v shellcheck >/dev/null; then
     if [[ $(id -u) -eq 0 ]]; then
         say "shellcheck (installing with apt-get)"
@@ -24,12 +24,33 @@ if ! command -v shellcheck >/dev/null; then
         echo "warning: shellcheck is missing, so its test is skipped. HINT: sudo apt-get install -y shellcheck" >&2
     fi
 fi
-say "pytest" && "$bin/pytest" "$@"
-# The fast tiers that use torch (checkpoint, runtime, train) again on the oldest and the newest
+# The whole suite (no arguments) runs as two pytest sessions side by side: the Slurm tests,
+# which mostly wait on their jobs, in the background (one test Slurm cluster), and the others
+# here, using the cores meanwhile. Each session counts its own leftovers. With arguments, or
+# SCALETRAIN_TEST_SESSIONS=1, one session runs them.
+if [[ $# -eq 0 && ${SCALETRAIN_TEST_SESSIONS:-2} != 1 ]]; then
+    slurm_log=$(mktemp --tmpdir scaletrain-slurm-tests.XXXXXX.log)
+    say "pytest, the Slurm tests in the background (their output follows the others')"
+    "$bin/pytest" -m slurm >"$slurm_log" 2>&1 &
+    slurm_tests=$!
+    say "pytest, every other test"
+    others=0
+    "$bin/pytest" -m "not slurm" || others=$?
+    slurm=0
+    wait "$slurm_tests" || slurm=$?
+    say "pytest, the Slurm tests (ended)"
+    cat "$slurm_log" && rm -f "$slurm_log"
+    if [[ $others != 0 || $slurm != 0 ]]; then
+        echo "error: tests failed (exit $others without Slurm, $slurm on Slurm): see above" >&2
+        exit 1
+    fi
+else
+    say "pytest" && "$bin/pytest" "$@"
+fi
+# The fast tiers (checkpoint, runtime, train, launch, diagnose) again on the oldest and the newest
 # torch the package declares (src/scaletrain/core/torch_support.toml), each in a venv of its
 # own; a run of the whole suite only (no arguments). The opt-in direct storage is left out
 # there: on those versions it is never used (checkpoints go through DCP, tested already).
-# launch and diagnose run on the pinned torch only, to keep CI within its 90 minutes.
 # SCALETRAIN_TORCH_MATRIX=0 leaves them out.
 if [[ $# -eq 0 && ${SCALETRAIN_TORCH_MATRIX:-1} != 0 ]]; then
     versions=$("$bin/python" -c 'from scaletrain.core.torch_support import torch_support as t
@@ -39,7 +60,7 @@ print(t().oldest, t().newest)')
         say "pytest, fast tiers, torch $version"
         ".venv-torch-$version/bin/pytest" -m "not slurm and not long" \
             -k "not direct or public_api_only" \
-            tests/checkpoint tests/runtime tests/train
+            tests/checkpoint tests/runtime tests/train tests/launch tests/diagnose
     done
     say "pytest, checkpoints across torch releases"
     # shellcheck disable=SC2086 # one word per version

@@ -27,3 +27,20 @@ def test_every_module_pattern_the_mutation_run_mutates_matches_a_file() -> None:
     assert patterns
     unmatched = [pattern for pattern in patterns if not list(ROOT.glob(pattern))]
     assert not unmatched, f"no such module; update pyproject.toml [tool.mutmut]: {unmatched}"
+
+
+def test_every_reason_names_a_function_of_a_mutated_module_and_its_change() -> None:
+    """A reason is written for one change of one function (scripts/mutation_report.py reads
+    them so): a typo in a key would break the report after an hours-long run."""
+    reasons = parse_toml((ROOT / "scripts" / "mutation-reasons.toml").read_text(encoding="utf-8"))
+    entries = reasons["survivor"]
+    assert entries and set(reasons) == {"survivor"}
+    mutated = [
+        pattern.removeprefix("src/").removesuffix(".py").replace("/", ".").replace("*", "")
+        for pattern in mutation_settings()["only_mutate"]
+    ]
+    for entry in entries:
+        assert set(entry) == {"function", "removed", "added", "why"}, entry
+        assert entry["removed"] != entry["added"] and entry["why"].strip(), entry
+        assert "__mutmut_" not in entry["function"], entry
+        assert any(entry["function"].startswith(module) for module in mutated), entry

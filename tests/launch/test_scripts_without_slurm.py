@@ -25,7 +25,7 @@ from scaletrain.planning.request import Request
 from scaletrain.planning.script_facts import read_script_facts
 from scaletrain.runtime.launchers import detect_layout
 from tests.conftest import WORKERS, clean_environ, kill_session
-from tests.launch.test_render import HOSTILE_ARGUMENTS
+from tests.launch.test_render_quoting import HOSTILE_ARGUMENTS
 from tests.support import fake_slurm
 from tests.support.job_scripts import HOSTILE_PROFILE_VALUE, hostile_site, render
 

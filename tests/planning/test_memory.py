@@ -121,6 +121,8 @@ def test_plan_suggests_ddp_when_it_fits_and_hsdp_across_nodes_otherwise() -> Non
     assert [estimate.fits for estimate in large.memory_estimates][:3] == [False, True, True]
     assert large.suggested_strategy == "hsdp"  # 2 nodes: only gradients cross between them
     assert plan(8, seven_b, global_batch_size=32).suggested_strategy == "fsdp"  # one node
+    # On one node too, a model that fits whole keeps DDP: sharding it would only add traffic.
+    assert plan(8, ModelSize(parameters=int(124e6))).suggested_strategy == "ddp"
     assert large.gpu_peak_tflops == 191.5 and large.gpu_memory_gb == 64
     # A global batch of 64 over 16 GPUs is 4 samples per GPU in each forward pass.
     assert large.memory_estimates[0].activations_gb == pytest.approx(34 * 2048 * 4 * 4096 * 32 / GB)

@@ -6,11 +6,17 @@ from pathlib import Path
 
 import typer
 
-from scaletrain.cli.common import DIAGNOSE_NPROC_OPTION, JSON_OPTION, RUNS_DIR_OPTION, show_report
-from scaletrain.cli.local_launch import show_other_ranks, start_local
+from scaletrain.cli.common import (
+    DIAGNOSE_NPROC_OPTION,
+    JSON_OPTION,
+    RUNS_DIR_OPTION,
+    process_environ,
+    show_report,
+)
 from scaletrain.core import console
 from scaletrain.diagnose.bench.bandwidth import parse_ops, parse_size
 from scaletrain.diagnose.bench.report import BENCH_JSON
+from scaletrain.launch.local_run import show_other_ranks, start_local
 
 
 def bench(
@@ -54,6 +60,7 @@ def bench(
         nproc=nproc,
         name=name,
         runs_dir=runs_dir,
+        environ=process_environ(),
         output_to_stderr=as_json,
     )
     if result.exit_code != 0:

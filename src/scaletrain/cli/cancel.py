@@ -13,11 +13,11 @@ from scaletrain.cli.common import (
     newest_launch,
     process_environ,
 )
-from scaletrain.cli.local_runs import is_running, local_state, on_this_machine, stop
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.launch.local_run import RunRecord
+from scaletrain.core.run_record import RunRecord
+from scaletrain.launch.local_status import is_running, local_state, on_this_machine, stop
 from scaletrain.slurm import commands as slurm
 from scaletrain.slurm.history import JobEvent, record_job_event
 

@@ -14,11 +14,11 @@ from scaletrain.cli.common import (
     process_environ,
     show_report,
 )
-from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.core import console
 from scaletrain.core.variables import Variable
 from scaletrain.diagnose.preflight import inputs as spec
 from scaletrain.diagnose.preflight.report import PREFLIGHT_JSON
+from scaletrain.launch.local_run import show_other_ranks, start_local
 
 
 def input_option(given: Variable) -> Any:
@@ -92,6 +92,7 @@ def check(
         nproc=nproc,
         name=name,
         runs_dir=runs_dir,
+        environ=process_environ(),
         variables=variables,
         output_to_stderr=as_json,
     )

@@ -9,7 +9,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from scaletrain.cli.request_options import submitting_venv
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.core import console
 from scaletrain.core.run_folder import RunFolder
@@ -19,7 +18,7 @@ from scaletrain.launch.job_script import render_environment_check
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
 from scaletrain.planning.script_facts import ScriptFacts, read_script_facts
-from scaletrain.planning.software import NO_VENV, SoftwareChoice
+from scaletrain.planning.software import NO_VENV, SoftwareChoice, submitting_venv
 
 # Module loads and a container's first start can take a while on a busy login node.
 _CHECK_TIMEOUT_S = 600

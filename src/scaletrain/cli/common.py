@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -14,10 +13,8 @@ from scaletrain.core.files import read_text
 from scaletrain.core.hang_report import DEFAULT_HANG_LIMIT_S
 from scaletrain.core.progress_line import format_value
 from scaletrain.core.run_folder import RunFolder, find_run
+from scaletrain.core.run_record import RunRecord, read_run_record
 from scaletrain.slurm.history import JobEvent, current_job, read_job_events
-
-if TYPE_CHECKING:
-    from scaletrain.launch.local_run import RunRecord
 
 RUNS_DIR_OPTION = typer.Option(
     Path("runs"), "--runs-dir", envvar="SCALETRAIN_RUNS_DIR", help="Where run folders live."
@@ -136,10 +133,6 @@ def newest_launch(
 ) -> tuple[RunFolder, tuple[JobEvent, ...], JobEvent | RunRecord]:
     """The run folder, its job events and its newest launch: its current Slurm job, or its
     `scaletrain run` (run.json) if that started later; an error that says so if neither."""
-    # Here, not at the top: plan, submit and clusters share this module's options and need
-    # none of local_run's imports (the watchdog, multiprocessing), a fifth of plan's start.
-    from scaletrain.launch.local_run import read_run_record
-
     folder = find_run(runs_dir, name)
     events = read_job_events(folder)
     job, record = current_job(events), read_run_record(folder)

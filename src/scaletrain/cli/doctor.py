@@ -11,7 +11,7 @@ from scaletrain.cli.common import JSON_OPTION
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.launch.local_run import read_run_record
+from scaletrain.core.run_record import read_run_record
 
 if TYPE_CHECKING:
     from scaletrain.diagnose.doctor import Finding

@@ -8,14 +8,14 @@ from pathlib import Path
 import typer
 
 from scaletrain.cli.common import RUN_ARGUMENT, RUNS_DIR_OPTION, newest_launch, process_environ
-from scaletrain.cli.local_runs import follow_local_output, local_state, rank0_output
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.files import read_text
 from scaletrain.core.progress_line import format_duration
 from scaletrain.core.rank_files import read_beats, since_last_step
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.launch.local_run import RunRecord, read_run_record
+from scaletrain.core.run_record import RunRecord, read_run_record
+from scaletrain.launch.local_status import follow_local_output, local_state, rank0_output
 from scaletrain.slurm import commands as slurm
 from scaletrain.slurm.follow import follow_job_output
 from scaletrain.slurm.history import job_output_file

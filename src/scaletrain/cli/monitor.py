@@ -17,7 +17,7 @@ from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.plotting import plots_available
 from scaletrain.core.run_folder import RunFolder, find_run
-from scaletrain.launch.local_run import read_run_record
+from scaletrain.core.run_record import read_run_record
 from scaletrain.observe.monitor.plots import plot_monitor
 from scaletrain.observe.monitor.samples import Sample, read_run_samples
 from scaletrain.observe.monitor.usage import Finding, Usage, find_problems, summarize, window

@@ -18,17 +18,17 @@ from scaletrain.cli.common import (
     RUN_NAME_OPTION,
     RUNS_DIR_OPTION,
     SCRIPT_ARGUMENT,
+    process_environ,
     script_arguments,
     summary_value,
 )
-from scaletrain.cli.local_launch import show_other_ranks, start_local
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.files import read_text
 from scaletrain.core.hang_report import parse_hang_limit
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.variables import PROFILE
-from scaletrain.launch.local_run import LocalRunResult
+from scaletrain.launch.local_run import LocalRunResult, show_other_ranks, start_local
 from scaletrain.launch.script_decisions import recovery
 from scaletrain.observe.profile.spec import parse_profile
 from scaletrain.planning.script_facts import read_script_facts
@@ -82,6 +82,7 @@ def run(
         nproc=nproc,
         name=name,
         runs_dir=runs_dir,
+        environ=process_environ(),
         max_restarts=restarts,
         monitor_interval_s=monitor_interval or None,
         instrumented=spec is not None,

@@ -8,33 +8,36 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from scaletrain.cli.common import JSON_OPTION, RUNS_DIR_OPTION, script_arguments, show_report
-from scaletrain.cli.local_launch import start_local
-from scaletrain.cli.scale_jobs import SlurmStudy, run_on_slurm
+from scaletrain.cli.common import (
+    JSON_OPTION,
+    RUNS_DIR_OPTION,
+    process_environ,
+    script_arguments,
+    show_report,
+)
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder, default_run_name
+from scaletrain.launch.local_run import start_local
+from scaletrain.launch.study_jobs import (
+    BILLING_COLUMNS,
+    SlurmStudy,
+    billing_rows,
+    check_budget,
+    prepare_study_jobs,
+    run_one_after_another,
+    study_job_options,
+)
 from scaletrain.observe.monitor.sampler import DEFAULT_INTERVAL_S
-from scaletrain.observe.scaling.fit import fit
 from scaletrain.observe.scaling.report import fit_lines, table_lines, write_report
 from scaletrain.observe.scaling.study import (
     Point,
-    Study,
     StudyDesign,
+    fitted_study,
     measure,
-    predicted_sizes,
+    parse_sizes,
     save_study,
 )
-
-
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(sorted({int(part) for part in text.split(",")}))
-    except ValueError:
-        raise ScaletrainError(
-            f"--sizes {text!r} is not a comma-separated list of numbers.",
-            "give sizes such as --sizes 1,2,4.",
-        ) from None
 
 
 def scale(
@@ -92,15 +95,20 @@ def scale(
     Example: [bold]scaletrain scale --sizes 1,2,4 --batch 256 train.py --batch-size {batch}[/bold]
     """
     args = list(script_arguments(ctx, str(script)))
-    design = StudyDesign(sizes=_sizes(sizes), weak=weak, batch=batch, warmup=warmup, timed=steps)
-    for size in design.sizes:
-        design.script_args(args, size)  # {batch} without --batch fails before any run
+    design = StudyDesign(
+        sizes=parse_sizes(sizes), weak=weak, batch=batch, warmup=warmup, timed=steps
+    )
+    # {batch} without --batch fails here, before any run.
+    args_by_size = {size: design.script_args(args, size) for size in design.sizes}
     study_name = name or f"scale-{default_run_name(str(script), datetime.now())}"
     folder = RunFolder(runs_dir / study_name)
     kind = "weak" if weak else "strong"
     if cluster is None:
         console.heading(f"{study_name}: {kind} scaling of {script} at {sizes} local processes")
-        points = [_run_local(folder, script, args, size, design, as_json) for size in design.sizes]
+        points = [
+            _run_local(folder, script, sized, size, design, as_json)
+            for size, sized in args_by_size.items()
+        ]
         unit, per_unit = "process", 1
     else:
         slurm_study = SlurmStudy(
@@ -108,19 +116,12 @@ def scale(
             account=account, mode=mode, budget=budget, preflight=not no_check,
         )  # fmt: skip
         console.heading(f"{study_name}: {kind} scaling of {script} on {sizes} node(s) of {cluster}")
-        found = run_on_slurm(slurm_study, folder, script, args, design, dry_run=dry_run)
+        found = _run_on_slurm(slurm_study, folder, script, args_by_size, design, dry_run=dry_run)
         if found is None:
             return
         points, per_unit = found
         unit = "node"
-    study = Study(
-        design=design,
-        unit=unit,
-        processes_per_unit=per_unit,
-        points=tuple(points),
-        fit=fit(points, weak),
-        predicted_sizes=predicted_sizes(design.sizes),
-    )
+    study = fitted_study(design, unit, per_unit, points)
     save_study(study, folder.report / "scaling.json")
     if as_json:
         show_report(folder.report / "scaling.json")
@@ -138,17 +139,18 @@ _THREADS_PER_PROCESS = {"OMP_NUM_THREADS": "1"}
 def _run_local(
     study: RunFolder,
     script: Path,
-    args: list[str],
+    args: tuple[str, ...],
     size: int,
     design: StudyDesign,
     output_to_stderr: bool,
 ) -> Point:
     folder, result = start_local(
         str(script),
-        args=design.script_args(args, size),
+        args=args,
         nproc=str(size),
         name=f"n{size}",
         runs_dir=study.root / "sizes",
+        environ=process_environ(),
         monitor_interval_s=DEFAULT_INTERVAL_S,
         variables=_THREADS_PER_PROCESS | design.variables(),
         instrumented=True,
@@ -160,3 +162,33 @@ def _run_local(
             f"see its logs in {folder.logs}/; the study stops at the first failed size.",
         )
     return measure(folder, size, design)
+
+
+def _run_on_slurm(
+    study: SlurmStudy,
+    folder: RunFolder,
+    script: Path,
+    args_by_size: dict[int, tuple[str, ...]],
+    design: StudyDesign,
+    *,
+    dry_run: bool,
+) -> tuple[list[Point], int] | None:
+    """Plan, show the billing, then submit and wait for each size; the points and the
+    processes per node (None for --dry-run)."""
+    environ = process_environ()
+    options = study_job_options(
+        preflight=study.preflight, monitor_interval_s=DEFAULT_INTERVAL_S,
+        instrument=design.variables(), environ=environ,
+    )  # fmt: skip
+    prepared = prepare_study_jobs(study, folder, script, args_by_size, options, environ)
+    plans = {size: job.plan for size, job in prepared.items()}
+    rows = billing_rows(plans)
+    console.show(console.table(rows, title="what the study may bill", columns=BILLING_COLUMNS))
+    console.info("  jobs run one after another and end after the study's steps, usually well "
+                 "before their time limit")  # fmt: skip
+    check_budget(plans, study.budget)
+    if dry_run:
+        return None
+    runs = run_one_after_another(prepared, folder, environ)
+    points = [measure(run, size, design) for size, run in zip(design.sizes, runs, strict=True)]
+    return points, next(iter(plans.values())).gpus_per_node

@@ -1,12 +1,14 @@
 """`scaletrain run`: start N processes on this machine with torch.distributed.run.
 
 No launcher of our own: torchrun starts, watches and restarts the workers; this module
-builds its command line, prepares the run folder and records how the run ended.
+builds its command line, prepares the run folder, announces the launch and records how the
+run ended. One path for `scaletrain run` (your script), `check` and `bench` (scaletrain's
+in-job entry points, started as modules so that the worker's sys.path stays the user's).
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import getpass
 import importlib.util
 import json
@@ -14,39 +16,38 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 
+from rich.text import Text
+
 from scaletrain import __version__
-from scaletrain.core import variables
+from scaletrain.core import console, in_job_modules, variables
+from scaletrain.core.cpus import allowed_cpus
 from scaletrain.core.errors import ScaletrainError
-from scaletrain.core.files import read_text
 from scaletrain.core.hang_report import (
     DEFAULT_HANG_LIMIT_S,
     HANG_EXIT_STATUS,
     HangReport,
 )
-from scaletrain.core.rank_files import read_beats, runs_here
 from scaletrain.core.run_folder import RunFolder, default_run_name
+from scaletrain.core.run_record import SEPARATOR
 from scaletrain.launch.early_start import TORCHRUN_ENTRY, start_torchrun
+from scaletrain.launch.sampler_process import start_sampler, stop_sampler
 from scaletrain.launch.shell_text import check_job_name
-from scaletrain.launch.watchdog.watch import watch_run
+from scaletrain.launch.watchdog.local import LocalWatchdog, end_at_once
 from scaletrain.planning.modes import launch_mode
 
-# What the watchdog of a local run says, kept beside the ranks' logs.
-WATCHDOG_LOG = "watchdog.log"
-# Splits torchrun's options from the script and its arguments (see torchrun/entry.py).
-SEPARATOR = "--"
 # Before torchrun's options: the run's TMPDIR, which torchrun removes when it ends.
 SCRATCH_OPTION = "--scratch="
+# Lines of another rank's error log worth showing: the end of its traceback.
+_TAIL_LINES = 15
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,49 +80,6 @@ class LocalRunResult:
     duration_s: float
     hang: HangReport | None = None
     """The watchdog's report when it ended a hung run (exit code HANG_EXIT_STATUS)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunRecord:
-    """What run.json says about the newest local launch of a run."""
-
-    command: tuple[str, ...]
-    host: str = ""
-    pid: int | None = None
-    started: str = ""
-    finished: str | None = None
-    exit_code: int | None = None
-    duration_s: float | None = None
-
-    @property
-    def program(self) -> tuple[str, ...]:
-        """The script (or module) and its arguments, as the user gave them."""
-        if SEPARATOR in self.command:
-            return self.command[self.command.index(SEPARATOR) + 1 :]
-        return ()
-
-
-def read_run_record(folder: RunFolder) -> RunRecord | None:
-    """The run's run.json (None for a run never started here); a damaged one is an error."""
-    if not folder.run_record.exists():
-        return None
-    from pydantic import TypeAdapter, ValidationError
-
-    text = read_text(folder.run_record, "run record")
-    try:
-        return TypeAdapter(RunRecord).validate_python(json.loads(text))
-    except json.JSONDecodeError as error:
-        problem = f"not JSON ({error})"
-    except ValidationError as error:
-        problem = "; ".join(
-            f"{'.'.join(str(part) for part in detail['loc']) or 'the file'}: {detail['msg']}"
-            for detail in error.errors()
-        )
-    raise ScaletrainError(
-        f"{folder.run_record} is not a run record scaletrain can read: {problem}.",
-        "it only records how `scaletrain run` started this run: move it away (the next "
-        "`scaletrain run` writes a new one); checkpoints, logs and metrics are unaffected.",
-    )
 
 
 def local_launch(
@@ -287,7 +245,7 @@ def run_local(
         signal.SIGINT: signal.signal(signal.SIGINT, interrupt),
         signal.SIGTERM: signal.signal(signal.SIGTERM, forward),
     }
-    watchdog = _Watchdog(folder, launch.hang_limit_s, child)
+    watchdog = LocalWatchdog(folder, launch.hang_limit_s, child)
     try:
         exit_code = child.wait()
     finally:
@@ -305,48 +263,72 @@ def run_local(
     return LocalRunResult(exit_code=exit_code, duration_s=duration, hang=hang)
 
 
-def end_at_once(folder: RunFolder, launcher: subprocess.Popen[bytes]) -> None:
-    """torchrun first (it would restart the processes), then every training process."""
-    launcher.kill()
-    for beat in read_beats(folder).values():
-        if runs_here(beat):
-            with contextlib.suppress(ProcessLookupError):  # ended meanwhile
-                os.kill(beat.pid, signal.SIGKILL)
-
-
 def _say_now(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-class _Watchdog:
-    """The hang watchdog of a local run, in a thread of this process (none for limit 0)."""
-
-    def __init__(self, folder: RunFolder, limit_s: float, child: subprocess.Popen[bytes]):
-        self.report: HangReport | None = None
-        self._folder, self._child = folder, child
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._watch, args=(limit_s,), name="scaletrain-watchdog", daemon=True
+def start_local(
+    program: str,
+    *,
+    as_module: bool = False,
+    args: Sequence[str],
+    nproc: str,
+    name: str | None,
+    runs_dir: Path,
+    environ: Mapping[str, str],
+    max_restarts: int = 0,
+    hang_limit_s: float = 0.0,
+    variables: Mapping[str, str] | None = None,
+    monitor_interval_s: float | None = None,
+    instrumented: bool = False,
+    output_to_stderr: bool = False,
+) -> tuple[RunFolder, LocalRunResult]:
+    """Check, announce and run a local launch; return its run folder and result. With
+    `monitor_interval_s`, a sampler records GPU and CPU use beside it (`scaletrain monitor`);
+    `instrumented` runs the script through scaletrain's profiler and step clock, which read
+    their settings from `variables`. `output_to_stderr` keeps stdout for the command's JSON
+    result."""
+    launch = local_launch(
+        program,
+        as_module=as_module,
+        args=tuple(args),
+        nproc=nproc,
+        name=name,
+        runs_dir=runs_dir,
+        max_restarts=max_restarts,
+        hang_limit_s=hang_limit_s,
+    )
+    if instrumented:
+        launch = dataclasses.replace(
+            launch, program=in_job_modules.INSTRUMENT, as_module=True, script_args=(program, *args)
         )
-        if limit_s > 0:
-            self._thread.start()
+    folder = launch.run_folder
+    added = launch_variables(launch, environ, allowed_cpus()) | dict(variables or {})
+    processes = "one process per GPU" if nproc == "gpu" else f"{nproc} process(es)"
+    console.heading(f"{folder.name}: {processes} of {program} on this machine (torchrun)")
+    console.info(f"  folder   {folder.root}/")
+    console.info(f"  logs     {folder.logs}/rank-<N>.out|.err (console shows rank 0)")
+    for variable, value in added.items():
+        console.info(f"  set      {variable}={value}")
+    if monitor_interval_s is None:
+        return folder, run_local(launch, added, output_to_stderr=output_to_stderr)
+    shown = folder.name if folder.root.parent == runs_dir else str(folder.root)
+    console.info(f"  monitor  every {monitor_interval_s:g} s: scaletrain monitor {shown}")
+    folder.create()
+    sampler = start_sampler(folder, monitor_interval_s, environ)
+    try:
+        return folder, run_local(launch, added, output_to_stderr=output_to_stderr)
+    finally:
+        stop_sampler(sampler)
 
-    def _watch(self, limit_s: float) -> None:
-        self.report = watch_run(
-            self._folder, limit_s, end_step=self._end_run, say=self._say, stop=self._stop
-        )
 
-    def _say(self, text: str) -> None:
-        """On the console, and in logs/watchdog.log for `scaletrain doctor`."""
-        line = f"scaletrain watchdog: {text}"
-        print(line, file=sys.stderr, flush=True)
-        with (self._folder.logs / WATCHDOG_LOG).open("a", encoding="utf-8") as log:
-            log.write(line + "\n")
-
-    def _end_run(self, _report: HangReport) -> None:
-        end_at_once(self._folder, self._child)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+def show_other_ranks(folder: RunFolder, *, tracebacks_only: bool) -> None:
+    """Rank 0 is on the console already: show the end of the other ranks' error logs of the
+    last attempt (earlier attempts were restarted)."""
+    for error_log in sorted(folder.last_attempt_logs().glob("rank-*.err")):
+        if error_log.name == "rank-0.err":
+            continue
+        lines = [line for line in error_log.read_text(errors="replace").splitlines() if line]
+        if lines and (not tracebacks_only or any("Traceback" in line for line in lines)):
+            console.error(f"{error_log} ends with:")
+            console.note(Text("\n".join(lines[-_TAIL_LINES:])))

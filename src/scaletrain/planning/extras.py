@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.planning.modes import LaunchMode
 
+# What --precision may be.
+PRECISIONS = ("bf16", "fp16", "fp32")
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class JobExtras:
@@ -27,6 +30,12 @@ class JobExtras:
     """Shell commands run once on every node after training, whatever its result."""
     precision: str | None = None
     """bf16, fp16 or fp32 for launchers that take it (accelerate's --mixed_precision)."""
+
+    def __post_init__(self) -> None:
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise ScaletrainError(
+                f"Unknown --precision {self.precision!r}.", f"use one of {', '.join(PRECISIONS)}."
+            )
 
     def check_for(self, mode: LaunchMode, *, estimating_memory: bool) -> None:
         """Options a mode cannot honour are errors, not silently dropped. `--precision` also

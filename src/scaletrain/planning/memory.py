@@ -125,6 +125,33 @@ def suggest_strategy(estimates: list[MemoryEstimate], *, nodes: int) -> str | No
 _SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 
 
+def model_size(
+    parameters: str | None,
+    *,
+    layers: int | None,
+    width: int | None,
+    sequence_length: int | None,
+    activation_checkpointing: bool,
+    precision: str | None,
+) -> ModelSize | None:
+    """The model a request names (`--model-params 1.3B`, its shape); None without one."""
+    if parameters is None:
+        if any(value is not None for value in (layers, width, sequence_length)):
+            raise ScaletrainError(
+                "--layers, --width and --seq-len describe the model of --model-params.",
+                "add --model-params (e.g. 1.3B) for the memory estimate, or leave them out.",
+            )
+        return None
+    return ModelSize(
+        parameters=parse_count(parameters),
+        precision="fp32" if precision == "fp32" else "bf16",  # fp16 takes what bf16 takes
+        layers=layers,
+        width=width,
+        sequence_length=sequence_length,
+        activation_checkpointing=activation_checkpointing,
+    )
+
+
 def parse_count(text: str) -> int:
     """`124M`, `1.3B`, `7e9` or `350000000` as a number of parameters."""
     cleaned = text.strip().upper()

@@ -18,6 +18,9 @@ from scaletrain.planning.memory import MemoryEstimate
 from scaletrain.planning.modes import LaunchMode, launch_mode
 from scaletrain.planning.software import JobSoftware
 
+# The plan file's key for the launch mode, by name.
+_MODE = "mode"
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BillingEstimate:
@@ -45,8 +48,9 @@ class Plan:
     """'nvidia', 'amd' or 'cpu' (CPU processes stand in for GPUs, gloo backend)."""
     partition: str
     partition_reason: str
-    mode: str
-    """Launch mode (planning/modes.toml); its template renders this plan."""
+    launch_mode: LaunchMode
+    """How the processes start (planning/modes.toml); its template renders this plan. The
+    plan file names it (`mode = "torchrun"`)."""
     nodes: int
     gpus_per_node: int
     tasks_per_node: int
@@ -101,22 +105,27 @@ class Plan:
         return self.nodes * self.gpus_per_node
 
     @property
-    def launch_mode(self) -> LaunchMode:
-        """The launch mode, whose template renders this plan (an edited plan.toml may name
-        one that does not exist: an error naming the known ones)."""
-        return launch_mode(self.mode)
+    def mode(self) -> str:
+        """The launch mode's name, as the plan file and the templates name it."""
+        return self.launch_mode.name
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for TOML and JSON; fields that are None are left out."""
-        data: dict[str, Any] = _without_none(dataclasses.asdict(self))
-        return data
+        """Plain data for TOML and JSON, the launch mode by its name; fields that are None
+        are left out."""
+        data = dataclasses.asdict(self) | {"launch_mode": self.mode}
+        plain: dict[str, Any] = _without_none({_file_key(k): v for k, v in data.items()})
+        return plain
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Plan:
-        """The plan from `to_dict` data; wrong or missing fields raise pydantic's error."""
+        """The plan from `to_dict` data; wrong or missing fields raise pydantic's error, a
+        launch mode that does not exist (an edited plan.toml) an error naming the known ones."""
         from pydantic import TypeAdapter
 
-        return TypeAdapter(cls).validate_python(dict(data))
+        fields = dict(data)
+        if _MODE in fields:
+            fields["launch_mode"] = launch_mode(str(fields.pop(_MODE)))
+        return TypeAdapter(cls).validate_python(fields)
 
 
 def write_plan(plan: Plan, path: Path) -> None:
@@ -137,12 +146,19 @@ def read_plan(path: Path) -> Plan:
         return Plan.from_dict(parse_toml(text))
     except TomlError as error:
         problem = str(error)
+    except ScaletrainError as error:  # a launch mode of another name
+        problem = f"mode: {error.problem.rstrip('.')}; {error.hint.rstrip('.')}"
     except ValidationError as error:
         problem = "; ".join(
-            f"{'.'.join(str(part) for part in detail['loc'])}: {detail['msg']}"
+            f"{'.'.join(_file_key(part) for part in detail['loc'])}: {detail['msg']}"
             for detail in error.errors()
         )
     raise ScaletrainError(f"{path} is not a plan scaletrain can read: {problem}.", hint)
+
+
+def _file_key(part: object) -> str:
+    """A part of pydantic's location as the plan file names it."""
+    return _MODE if part == "launch_mode" else str(part)
 
 
 def _without_none(value: Any) -> Any:

@@ -77,7 +77,7 @@ def plan_job(request: Request, profile: ClusterProfile) -> Plan:
         accelerator=profile.node.accelerator,
         partition=partition,
         partition_reason=partition_reason,
-        mode=mode.name,
+        launch_mode=mode,
         nodes=shape.nodes,
         gpus_per_node=shape.gpus_per_node,
         tasks_per_node=tasks_per_node,

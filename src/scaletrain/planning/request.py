@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scaletrain.core.errors import ScaletrainError
@@ -13,6 +14,19 @@ from scaletrain.planning.script_facts import ScriptFacts
 from scaletrain.planning.software import SoftwareChoice
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_assignments(option: str, given: Sequence[str]) -> dict[str, str]:
+    """`--env NAME=VALUE` options as a mapping (the name is checked by `Request`)."""
+    assignments = {}
+    for item in given:
+        name, equals, value = item.partition("=")
+        if not equals:
+            raise ScaletrainError(
+                f"{option} {item!r} is not NAME=VALUE.", f"write e.g. {option} HF_HOME=/scratch/hf."
+            )
+        assignments[name] = value
+    return assignments
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

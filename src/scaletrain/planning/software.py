@@ -8,6 +8,8 @@ then starts every task. Inside a container, the venv (or the squashfs image moun
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scaletrain.clusters.schema import ClusterProfile, Stack
@@ -33,6 +35,14 @@ class SoftwareChoice:
     binds: tuple[str, ...] = ()
     setup: tuple[str, ...] | None = None
     """Lines that replace the stack's setup lines (your own `module load`)."""
+
+
+def submitting_venv(environ: Mapping[str, str]) -> str | None:
+    """The venv this command runs from: an activated one (VIRTUAL_ENV), else the one whose
+    python runs scaletrain (e.g. `~/venvs/train/bin/scaletrain` without activating it)."""
+    if environ.get("VIRTUAL_ENV"):
+        return environ["VIRTUAL_ENV"]
+    return sys.prefix if sys.prefix != sys.base_prefix else None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -3,7 +3,6 @@ DistEnv that `st.init()` decides from them."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -156,11 +155,6 @@ _PER_TASK_LAUNCHERS = ("slurm", "mpi")
 def is_per_task_launcher(launcher: str) -> bool:
     """True for srun and mpirun, whose tasks may each get their own CPUs and GPU."""
     return launcher in _PER_TASK_LAUNCHERS
-
-
-def allowed_cpus() -> int:
-    """Cores this process may run on (its affinity mask), not the cores of the machine."""
-    return len(os.sched_getaffinity(0))
 
 
 def cpus_per_process(layout: ProcessLayout, environ: Mapping[str, str], allowed: int) -> int:

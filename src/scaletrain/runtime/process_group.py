@@ -12,6 +12,7 @@ from dataclasses import fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from scaletrain.core.cpus import allowed_cpus
 from scaletrain.core.errors import LaunchEnvironmentError, ScaletrainError
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.torch_support import untested
@@ -29,7 +30,7 @@ from scaletrain.runtime.device import (
 )
 from scaletrain.runtime.heartbeat import start_heartbeat, stop_heartbeat, watchdog_enabled
 from scaletrain.runtime.launchers import detect_layout
-from scaletrain.runtime.layout import DistEnv, ProcessLayout, allowed_cpus, cpus_per_process
+from scaletrain.runtime.layout import DistEnv, ProcessLayout, cpus_per_process
 from scaletrain.runtime.long_waits import LongWaits
 from scaletrain.runtime.network import agent_hosts_store, wait_until_listening
 from scaletrain.runtime.stack_dump import flight_recorder_variables

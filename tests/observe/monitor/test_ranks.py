@@ -17,6 +17,7 @@ import pytest
 
 from scaletrain.core.run_folder import RunFolder
 from scaletrain.core.variables import MONITOR_INTERVAL, RUN_DIR
+from scaletrain.launch.sampler_process import sampler_variables
 from scaletrain.observe.monitor.gpus import NoGpus
 from scaletrain.observe.monitor.ranks import RankFinder
 from scaletrain.observe.monitor.sampler import (
@@ -25,7 +26,6 @@ from scaletrain.observe.monitor.sampler import (
     interval_from,
     take_sample,
 )
-from scaletrain.observe.monitor.sampler_process import sampler_variables
 from tests.conftest import clean_environ
 
 SLEEP = "import time; time.sleep(120)"

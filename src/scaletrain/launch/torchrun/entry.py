@@ -22,8 +22,9 @@ from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.distributed.run import parse_args, run
 
+from scaletrain.core.run_record import SEPARATOR
 from scaletrain.launch.early_start import COMMAND_FROM_FD, receive_command
-from scaletrain.launch.local_run import SCRATCH_OPTION, SEPARATOR
+from scaletrain.launch.local_run import SCRATCH_OPTION
 
 
 @record

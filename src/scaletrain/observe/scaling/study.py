@@ -23,7 +23,7 @@ from scaletrain.core.variables import PROFILE, STOP_AFTER_STEPS
 from scaletrain.observe.analysis.analyze import analyze_traces
 from scaletrain.observe.profile.spec import ProfileSpec
 from scaletrain.observe.profile.step_clock_files import read_step_ends
-from scaletrain.observe.scaling.fit import Fit
+from scaletrain.observe.scaling.fit import Fit, fit
 
 BATCH_PLACEHOLDER = "{batch}"
 
@@ -80,6 +80,17 @@ class StudyDesign:
         """What the instrumented entry reads: where to stop and what to profile."""
         profile = ProfileSpec(wait=self.warmup + self.timed, warmup=1, active=self.profiled)
         return {STOP_AFTER_STEPS: str(self.total_steps), PROFILE: profile.to_text()}
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """`--sizes 1,2,4`: the sizes to measure, smallest first, each once."""
+    try:
+        return tuple(sorted({int(part) for part in text.split(",")}))
+    except ValueError:
+        raise ScaletrainError(
+            f"--sizes {text!r} is not a comma-separated list of numbers.",
+            "give sizes such as --sizes 1,2,4.",
+        ) from None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -223,6 +234,20 @@ def predicted_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
     """Two, four and eight times the largest measured size."""
     largest = max(sizes)
     return (largest * 2, largest * 4, largest * 8)
+
+
+def fitted_study(
+    design: StudyDesign, unit: str, processes_per_unit: int, points: Sequence[Point]
+) -> Study:
+    """The study of the measured points, with its fit and the sizes it predicts."""
+    return Study(
+        design=design,
+        unit=unit,
+        processes_per_unit=processes_per_unit,
+        points=tuple(points),
+        fit=fit(points, design.weak),
+        predicted_sizes=predicted_sizes(design.sizes),
+    )
 
 
 def save_study(study: Study, path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Start and stop the sampler beside a local run (`scaletrain run`, `scaletrain scale`)."""
+"""Start and stop the sampler (observe/monitor/) beside a local run (`scaletrain run`,
+`scaletrain scale`): a process of its own, started with `python -m`."""
 
 from __future__ import annotations
 

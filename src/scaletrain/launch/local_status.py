@@ -22,7 +22,7 @@ from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.files import FileTail, read_text
 from scaletrain.core.rank_files import process_start_ticks
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.launch.local_run import RunRecord
+from scaletrain.core.run_record import RunRecord
 
 # New output shows within this many seconds.
 _READ_INTERVAL_S = 0.5

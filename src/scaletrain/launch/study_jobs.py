@@ -1,15 +1,14 @@
-"""`scaletrain scale --cluster`: one Slurm job per node count, one after another (jobs of
-a study must not share the machine), with the billing shown, and bounded, first."""
+"""The jobs of a scaling study on Slurm (`scaletrain scale --cluster`): one per node count,
+each checked as `submit` checks one and billed before any is submitted, then run one after
+another (jobs of a study must not share the machine)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scaletrain.cli.common import process_environ
-from scaletrain.cli.request_options import submitting_venv
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.clusters.slurm_time import format_slurm_time
 from scaletrain.core import console
@@ -19,38 +18,62 @@ from scaletrain.launch.job_script import JobOptions
 from scaletrain.launch.prepare import PreparedJob, prepare_job
 from scaletrain.launch.submission import submit_job
 from scaletrain.launch.template_cache import template_cache_folder
-from scaletrain.observe.monitor.sampler import DEFAULT_INTERVAL_S
-from scaletrain.observe.scaling.study import Point, StudyDesign, measure
 from scaletrain.planning.plan import Plan
 from scaletrain.planning.request import Request
-from scaletrain.planning.software import SoftwareChoice
+from scaletrain.planning.software import SoftwareChoice, submitting_venv
 from scaletrain.slurm import commands as slurm
 
+# Seconds between looks at a running job of the study.
 _POLL_S = 2.0
+# Columns of `billing_rows`.
+BILLING_COLUMNS = ("nodes", "processes", "partition", "time limit", "billing")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SlurmStudy:
+    """What every job of the study asks for; the sizes are node counts."""
+
     cluster: str
     time: str
+    """Each job's time limit."""
     gpus_per_node: int | None
     partition: str | None
     account: str | None
     mode: str
     budget: float | None
+    """The most the study may bill; None: no bound."""
     preflight: bool
 
 
-def _sizes_folder(folder: RunFolder, size: int) -> RunFolder:
+def size_folder(folder: RunFolder, size: int) -> RunFolder:
+    """The run folder of one size's job inside the study's folder."""
     return RunFolder(folder.root / "sizes" / f"n{size}")
 
 
-def _prepared(
+def study_job_options(
+    *,
+    preflight: bool,
+    monitor_interval_s: float,
+    instrument: Mapping[str, str],
+    environ: Mapping[str, str],
+) -> JobOptions:
+    """Each job trains for the study's steps and ends: no requeue, no restarts."""
+    return JobOptions(
+        workdir=Path.cwd(),
+        requeue=False,
+        max_restarts=0,
+        preflight=preflight,
+        monitor_interval_s=monitor_interval_s,
+        instrument=tuple(instrument.items()),
+        template_cache=template_cache_folder(environ),
+    )
+
+
+def prepare_study_jobs(
     study: SlurmStudy,
     folder: RunFolder,
     script: Path,
-    args: Sequence[str],
-    design: StudyDesign,
+    args_by_size: Mapping[int, Sequence[str]],
     options: JobOptions,
     environ: dict[str, str],
 ) -> dict[int, PreparedJob]:
@@ -61,7 +84,7 @@ def _prepared(
             Request(
                 cluster=study.cluster,
                 script=str(script),
-                script_args=design.script_args(args, size),
+                script_args=tuple(args),
                 time=study.time,
                 nodes=size,
                 gpus_per_node=study.gpus_per_node or profile.node.gpus,
@@ -72,30 +95,29 @@ def _prepared(
                 software=SoftwareChoice(submitting_venv=submitting_venv(environ)),
             ),
             profile,
-            run_folder=_sizes_folder(folder, size),
+            run_folder=size_folder(folder, size),
             options=options,
         )
-        for size in design.sizes
+        for size, args in args_by_size.items()
     }
 
 
-def _show_billing(plans: dict[int, Plan], budget: float | None) -> None:
+def billing_rows(plans: Mapping[int, Plan]) -> list[tuple[str, ...]]:
     """Each job's cost for its whole time limit (the most it can bill), and the total."""
-    rows = []
-    total, unit = 0.0, ""
+    rows: list[tuple[str, ...]] = []
     for size, plan in plans.items():
         billing = plan.billing
         cost = "-" if billing is None else f"{billing.total_units:.4g} {billing.unit}"
-        if billing is not None:
-            total += billing.total_units
-            unit = billing.unit
         limit = format_slurm_time(plan.time_seconds)
         rows.append((str(size), str(plan.world_size), plan.partition, limit, cost))
+    total, unit = _total(plans)
     rows.append(("all", "", "", "", f"at most {total:.4g} {unit}"))
-    columns = ("nodes", "processes", "partition", "time limit", "billing")
-    console.show(console.table(rows, title="what the study may bill", columns=columns))
-    console.info("  jobs run one after another and end after the study's steps, usually well "
-                 "before their time limit")  # fmt: skip
+    return rows
+
+
+def check_budget(plans: Mapping[int, Plan], budget: float | None) -> None:
+    """A study that may bill more than its --budget is an error."""
+    total, unit = _total(plans)
     if budget is not None and total > budget:
         raise ScaletrainError(
             f"The study may bill {total:.4g} {unit}, more than --budget {budget:g}.",
@@ -103,51 +125,37 @@ def _show_billing(plans: dict[int, Plan], budget: float | None) -> None:
         )
 
 
-def _wait(job_id: str, size: int, environ: dict[str, str]) -> str:
-    while True:
-        info = slurm.job_info(job_id, environ=environ)
-        if info is None or not info.is_active:
-            return info.state if info else "UNKNOWN"
-        time.sleep(_POLL_S)
+def _total(plans: Mapping[int, Plan]) -> tuple[float, str]:
+    """What all the jobs may bill together, and the unit."""
+    billed = [plan.billing for plan in plans.values() if plan.billing is not None]
+    return sum(billing.total_units for billing in billed), billed[-1].unit if billed else ""
 
 
-def run_on_slurm(
-    study: SlurmStudy,
-    folder: RunFolder,
-    script: Path,
-    args: Sequence[str],
-    design: StudyDesign,
-    *,
-    dry_run: bool,
-) -> tuple[list[Point], int] | None:
-    """Plan, show the billing, then submit and wait for each size; the points and the
-    processes per node (None for --dry-run)."""
-    environ = process_environ()
-    options = JobOptions(
-        workdir=Path.cwd(),
-        requeue=False,
-        max_restarts=0,
-        preflight=study.preflight,
-        monitor_interval_s=DEFAULT_INTERVAL_S,
-        instrument=tuple(design.variables().items()),
-        template_cache=template_cache_folder(environ),
-    )
-    prepared = _prepared(study, folder, script, args, design, options, environ)
-    plans = {size: job.plan for size, job in prepared.items()}
-    _show_billing(plans, study.budget)
-    if dry_run:
-        return None
-    points = []
+def run_one_after_another(
+    prepared: Mapping[int, PreparedJob], folder: RunFolder, environ: dict[str, str]
+) -> list[RunFolder]:
+    """Submit each size's job once the one before has completed; their run folders. A job
+    that did not complete ends the study."""
+    runs = []
     for size, job in prepared.items():
-        run = _sizes_folder(folder, size)
+        run = size_folder(folder, size)
         job_id = submit_job(job, run, environ)
         console.info(f"  {size} node(s): job {job_id}, run folder {run.root}/")
-        state = _wait(job_id, size, environ)
+        state = _wait(job_id, environ)
         if state != "COMPLETED":
             raise ScaletrainError(
                 f"The job with {size} node(s) ended {state}.",
                 f"see {run.logs}/ (scaletrain logs {folder.name}/sizes/n{size}); the study "
                 "stops at the first failed size.",
             )
-        points.append(measure(run, size, design))
-    return points, next(iter(plans.values())).gpus_per_node
+        runs.append(run)
+    return runs
+
+
+def _wait(job_id: str, environ: dict[str, str]) -> str:
+    """The job's final state, once Slurm has ended it."""
+    while True:
+        info = slurm.job_info(job_id, environ=environ)
+        if info is None or not info.is_active:
+            return info.state if info else "UNKNOWN"
+        time.sleep(_POLL_S)
