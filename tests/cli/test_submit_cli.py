@@ -240,7 +240,9 @@ def test_the_rendezvous_store_needs_no_scaletrain_in_the_jobs_python(
 ) -> None:
     torchrun = guide_job()
     assert "scaletrain.launch.rendezvous_store" not in torchrun
-    assert """python3 - "$MASTER_ADDR" "$MASTER_PORT" <<'PYTHON' &""" in torchrun
+    # Its program is fed to the job's own Python from the run folder (launch/job_programs.py).
+    store = '<"$run_dir/programs/rendezvous_store.py" &'
+    assert f'python3 - "$MASTER_ADDR" "$MASTER_PORT" {store}' in torchrun
 
 
 def test_threads_under_torchrun_and_relative_sbatch_files(

@@ -268,8 +268,8 @@ def test_a_hang_in_a_partition_without_spare_nodes_requeues_on_the_same_nodes(
     )
     output = finished(slurm_cluster, folder, job_id)
     assert (
-        "scaletrain: partition debug has 2 nodes: this 2-node job could never run again "
-        "without 'n2', so it keeps them"
+        "scaletrain: training hung; continuing the run on the same nodes (requeue 1 of at most "
+        "3): partition debug has 2 nodes, and this 2-node job could never run again without 'n2'"
     ) in output
     first, second = read_job_events(folder)
     assert (first.event, second.event, second.job_id) == ("submitted", "requeued", job_id)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from scaletrain.launch.environment_check import IMPORT_CHECK, TOOLS_MISSING_STATUS
-from scaletrain.launch.job_script import program_text
+from scaletrain.launch.job_programs import program_text
 from tests.conftest import clean_environ
 
 

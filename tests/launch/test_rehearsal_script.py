@@ -38,7 +38,8 @@ def test_a_rehearsal_trains_until_the_stop_margin_and_passes_or_fails_by_its_exi
     # Reaching its end without an error is a pass (exit 0 for --dependency=afterok).
     verdict = script[script.index("# The verdict") :]
     assert "if ((status == 124)); then" in verdict and "status=0" in verdict
-    assert '"reason": "rehearsal"' in verdict
+    # Saved, resumed and stopped for the rehearsal: its report is newer than the job.
+    assert 'if [[ "$run_dir/metrics/rehearsal.json" -nt "$0" ]]; then' in verdict
     assert 'exit "$status"' in verdict
     # Never requeued, never restarted: a failure, a hang too, must end it.
     assert "#SBATCH --requeue" not in script and "scontrol requeue" not in script

@@ -33,10 +33,10 @@ def test_every_launch_mode_has_a_template_of_its_name() -> None:
     names = {path.name.removesuffix(".sbatch.j2") for path in templates.iterdir()}
     # job.sbatch.j2 is the skeleton around them, common.j2 their shared pieces, hang.j2 the
     # hang watchdog's, rehearsal.j2 a rehearsal's, import_check.py the job's check of its
-    # Python, rendezvous_store.py the store of multi-node launches, environment_check.sh.j2
-    # the check on a login node.
+    # Python, rendezvous_store.py the store of multi-node launches, job_functions.sh the
+    # batch shell's functions, environment_check.sh.j2 the check on a login node.
     others = {"job", "common.j2", "hang.j2", "import_check.py", "rendezvous_store.py"}
-    others |= {"rehearsal.j2", "environment_check.sh.j2"}
+    others |= {"rehearsal.j2", "environment_check.sh.j2", "job_functions.sh"}
     assert names - others == set(MODES)
 
 
@@ -145,21 +145,21 @@ def test_requeue_and_graceful_stop_lines() -> None:
         "#SBATCH --requeue",
         "trap '",
         'touch "$run_dir/stop-requested"\' USR1',
-        "if ((restarts < 3)); then",
-        'scontrol requeue "$SLURM_JOB_ID"',
-        '>>"$run_dir/jobs.jsonl"',
+        # The functions every job shares (templates/job_functions.sh, test_job_functions.py).
+        'source "$run_dir/programs/job_functions.sh" || exit 1',
+        '[[ "$run_dir/stopped.json" -nt "$0" ]] && requeue_after_stop 3',
     ):
         assert line in script
     # Training runs in the background so that the trap can run while bash waits.
     joined = re.sub(r" \\\n\s*", " ", script)
     assert launch_lines(script)[-1] + " &\ntraining=$!\n" in joined
-    assert joined.index('wait "$training"') > joined.index("training=$!")
+    assert joined.index('wait_for "$training"') > joined.index("training=$!")
     short = render(plan_for(cluster="puhti", gpus=8, time="10:00"), max_requeues=5)
     # A fifth of a 10-minute limit, in the whole seconds --signal takes.
-    assert "#SBATCH --signal=B:USR1@120\n" in short and "((restarts < 5))" in short
+    assert "#SBATCH --signal=B:USR1@120\n" in short and "requeue_after_stop 5\n" in short
     never = render(plan_for(cluster="puhti", gpus=8), requeue=False)
-    assert "#SBATCH --requeue" not in never and "scontrol requeue" not in never
-    assert "requeuehold" not in never and "sbatch --parsable" not in never
+    assert "#SBATCH --requeue" not in never and "requeue_after_stop" not in never
+    assert "requeue_after_hang" not in never and "--max-requeues" not in never
     assert "#SBATCH --signal=B:USR1@300" in never  # still checkpoints before the limit
     with pytest.raises(ScaletrainError) as caught:
         render(plan_for(cluster="puhti", gpus=8, time="10:00"), stop_margin_s=600)
@@ -175,24 +175,22 @@ def test_hang_watchdog_lines() -> None:
     joined = re.sub(r" \\\n\s*", " ", script)
     # Beside the training step, in the container (where scaletrain is) with the stack's run
     # command (LUMI's LAIF images: singularity run), told the limit.
+    # With what Slurm says of the job, from which it decides the requeue (hang.env).
     assert (
         'singularity run "$CONTAINER" python3 -u -m scaletrain.launch.watchdog '
-        '--run-dir "$run_dir" --hang-limit 300 --step-pid "$training" &\nwatchdog=$!'
+        '--run-dir "$run_dir" --hang-limit 300 --step-pid "$training" --max-requeues 3 '
+        '--slurm-job "$(scontrol --oneliner show job "$SLURM_JOB_ID")" '
+        '--slurm-partition "$(scontrol --oneliner show partition "$SLURM_JOB_PARTITION")" &'
+        "\nwatchdog=$!"
     ) in joined
     assert "export SCALETRAIN_HANG_LIMIT=300" in script  # the ranks pace their heartbeats
-    # Its status 75 requeues without the blamed nodes, held until they are excluded.
-    assert "if ((watchdog_status == 75)); then" in script
-    for line in (
-        'scontrol requeuehold "$SLURM_JOB_ID"',
-        'scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$exclude"',
-        'scontrol release "$SLURM_JOB_ID" && exit 0',
-        "if ((requeues < 3)); then",
-    ):
-        assert line in script
+    # Its status 75 requeues as it decided (templates/job_functions.sh, test_job_functions.py).
+    assert "\n((watchdog_status == 75)) && requeue_after_hang 75\n" in script
     # A requeue that Slurm did itself (NODE_FAIL) is recorded when the job starts again.
-    assert '"by\\": \\"slurm\\"' in script and "DUE TO" in script
+    assert "\nrecord_slurm_requeue\n" in script
     no_requeue = render(plan_for(cluster="lumi", gpus=16), requeue=False, hang_limit_s=45)
-    assert "--hang-limit 45" in no_requeue and "requeuehold" not in no_requeue
+    assert "--hang-limit 45" in no_requeue and "requeue_after_hang" not in no_requeue
+    assert "--max-requeues" not in no_requeue
     assert "training hung; not requeued (requeue is off; --requeue turns it on)" in no_requeue
     off = render(plan_for(cluster="lumi", gpus=16), hang_limit_s=0)
     assert "scaletrain.launch.watchdog" not in off and "watchdog_status" not in off
@@ -219,7 +217,8 @@ def test_each_multi_node_launch_has_a_rendezvous_store_held_by_the_batch_shell(m
     (pytorch#69520): the batch shell starts one before each launch and stops it after."""
     script = render(plan_for(cluster="puhti", gpus=8, mode=mode))
     # With the job's own Python: the store needs torch, not scaletrain.
-    assert """python3 - "$MASTER_ADDR" "$MASTER_PORT" <<'PYTHON' &\n""" in script
+    program = '<"$run_dir/programs/rendezvous_store.py" &\n'
+    assert f'python3 - "$MASTER_ADDR" "$MASTER_PORT" {program}' in script
     assert "scaletrain.launch.rendezvous_store" not in script
     lines = [line.strip() for line in script.splitlines()]
     launches = [n for n, line in enumerate(lines) if re.match(r"(if ! )?srun ", line)]
@@ -230,7 +229,7 @@ def test_each_multi_node_launch_has_a_rendezvous_store_held_by_the_batch_shell(m
     for line in launch_lines(script):
         assert "is_host=false" in line
     # The training's store is stopped once the training step has ended, whatever its end.
-    assert lines.index("stop_rendezvous_store", launches[1]) > lines.index('wait "$training"')
+    assert lines.index("stop_rendezvous_store", launches[1]) > lines.index('wait_for "$training"')
     one_node = render(plan_for(cluster="puhti", gpus=4, mode=mode))
     assert "rendezvous_store" not in one_node and "is_host" not in one_node
     srun = render(plan_for(cluster="puhti", gpus=8, mode="srun"))

@@ -34,8 +34,8 @@ def test_lumi_runs_the_laif_container_with_its_bindings_and_extends_them() -> No
     assert batch < container.index("\nsrun ")
     # The job's Python is checked inside the container, where training runs.
     assert (
-        '\nsingularity run "$CONTAINER" python3 - need:torch tool:scaletrain tested:2.7:2.15 <<'
-        in container
+        '\nsingularity run "$CONTAINER" python3 - need:torch tool:scaletrain tested:2.7:2.15 '
+        '<"$run_dir/programs/import_check.py"\n' in container
     )
     # Caches on /scratch, expanded when the job runs (LUMI-AI-Guide).
     assert 'export TORCH_HOME="/scratch/$SLURM_JOB_ACCOUNT/$USER/torch-cache"' in container
@@ -60,7 +60,7 @@ def test_a_venv_over_a_module_is_activated_after_the_load() -> None:
     script = render(plan_for(cluster="puhti", gpus=8, venv="/projappl/p/venv"))
     load = script.index("module load pytorch || ")
     activate = script.index('source "$venv/bin/activate"')
-    check = script.index("python3 - need:torch tool:scaletrain tested:2.7:2.15 <<")
+    check = script.index("python3 - need:torch tool:scaletrain tested:2.7:2.15 <")
     assert load < activate < check < script.index("\nsrun ")
     assert "venv=/projappl/p/venv\n" in script
     # The venv scaletrain runs from is the default, outside containers only.
@@ -138,27 +138,30 @@ def test_the_jobs_python_is_asked_for_scaletrain_where_the_job_runs_its_code() -
     assert "python3 - " not in render(plan, **nothing)
     # The preflight checks torch; without scaletrain the job trains without its tools.
     checked = render(plan, **(nothing | {"preflight": True}))
-    assert "\npython3 - need:torch tool:scaletrain tested:2.7:2.15 <<" in checked
+    assert "\npython3 - need:torch tool:scaletrain tested:2.7:2.15 <" in checked
     for runs in (
         {"hang_limit_s": 60},  # the hang watchdog
         {"monitor_interval_s": 5.0},  # the monitor's sampler
     ):
-        assert "\npython3 - tool:scaletrain <<" in render(plan, **(nothing | runs)), runs
+        assert "\npython3 - tool:scaletrain <" in render(plan, **(nothing | runs)), runs
     # Training through scaletrain's instrumented entry cannot do without it.
     instrumented = render(plan, **(nothing | {"instrument": (("SCALETRAIN_MAX_STEPS", "10"),)}))
-    assert "\npython3 - need:scaletrain <<" in instrumented
+    assert "\npython3 - need:scaletrain <" in instrumented
 
 
 def test_the_environment_check_sets_up_the_jobs_software_in_your_folder() -> None:
     plan = plan_for(cluster="lumi", gpus=8, venv="/project/project_465000000/venv")
-    check = render_environment_check(plan, WORKDIR)
-    assert check.startswith("#!/bin/bash\ncd /scratch/project_465000000/me || exit 1\n")
+    check = render_environment_check(plan, WORKDIR, RunFolder(WORKDIR / "check"))
+    assert check.startswith(
+        "#!/bin/bash\nrun_dir=/scratch/project_465000000/me/check\n"
+        "cd /scratch/project_465000000/me || exit 1\n"
+    )
     assert "\nmodule load lumi-aif-singularity-bindings || " in check
     assert "binds=/scratch/project_465000000/me,/project/project_465000000/venv\n" in check
     assert "\nexport SINGULARITYENV_PREPEND_PATH=/project/project_465000000/venv/bin\n" in check
     assert (
-        '\nsingularity run "$CONTAINER" python3 - need:torch tool:scaletrain tested:2.7:2.15 <<'
-        in check
+        '\nsingularity run "$CONTAINER" python3 - need:torch tool:scaletrain tested:2.7:2.15 '
+        '<"$run_dir/programs/import_check.py"\n' in check
     )
     assert "#SBATCH" not in check and "srun" not in check  # a login node, no job
 

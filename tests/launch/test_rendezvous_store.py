@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scaletrain.launch.job_script import RENDEZVOUS_STORE, program_text
+from scaletrain.launch.job_programs import RENDEZVOUS_STORE, program_text
 from tests.conftest import clean_environ, free_port
 
 pytestmark = pytest.mark.multiprocess

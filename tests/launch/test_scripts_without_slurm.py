@@ -18,6 +18,7 @@ import pytest
 
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.job_programs import write_job_programs
 from scaletrain.planning.modes import launch_modes
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
@@ -60,6 +61,7 @@ def run_without_slurm(
     plan = plan_job(request, profile)
     folder = RunFolder(workdir / "runs; touch pwned13" / "mnist")
     script = render(plan, folder=folder, workdir=workdir, preflight=False)
+    write_job_programs(folder.programs)  # as submit does
     job = tmp_path / "job.sbatch"
     job.write_text(script)
     out, log = tmp_path / "probe", tmp_path / "fake-slurm.jsonl"

@@ -113,9 +113,10 @@ def srun(argv: list[str], environ: Mapping[str, str]) -> int:
 
 
 def scontrol(argv: list[str], environ: Mapping[str, str]) -> int:
-    """`show hostnames LIST` prints the hosts; `requeue ID` is recorded only; every job is
-    one the controller has forgotten."""
+    """`show hostnames LIST` prints the hosts; `requeue ID` is recorded only; every job and
+    partition is one the controller does not know."""
     _record("scontrol", argv, environ)
+    argv = [word for word in argv if word not in ("--oneliner", "-o")]
     if argv[:2] == ["show", "hostnames"]:
         print("\n".join(hostlist.expand_hostlist(argv[2])))
         return 0
@@ -123,6 +124,9 @@ def scontrol(argv: list[str], environ: Mapping[str, str]) -> int:
         return 0
     if argv[:2] == ["show", "job"]:
         print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+        return 1
+    if argv[:2] == ["show", "partition"]:
+        print(f"Partition {argv[2:3]} not found", file=sys.stderr)
         return 1
     print(f"fake scontrol: {' '.join(argv)} is not implemented", file=sys.stderr)
     return 1

@@ -6,11 +6,14 @@ the fix; a name that may be a module of yours, or scaletrain alone missing, is a
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 from scaletrain.clusters.catalog import load_profile
 from scaletrain.core import console
+from scaletrain.core.run_folder import RunFolder
 from scaletrain.launch.environment_check import TOOLS_MISSING_STATUS, import_check
+from scaletrain.launch.job_programs import write_job_programs
 from scaletrain.launch.job_script import render_environment_check
 from scaletrain.planning.planner import plan_job
 from scaletrain.planning.request import Request
@@ -49,12 +52,15 @@ def check_job_environment(
     packages = software.squashfs or software.venv or "no venv"
     wanted = [*check.needed, *check.perhaps_yours, *check.tools]
     console.info(f"the job's Python on {cluster}: {where}, {packages}; needs {', '.join(wanted)}")
-    result = subprocess.run(
-        ["bash", "-c", render_environment_check(plan, workdir)],
-        env=environ,
-        timeout=_CHECK_TIMEOUT_S,
-        check=False,
-    )
+    with tempfile.TemporaryDirectory(prefix="scaletrain-check-") as folder:
+        programs = RunFolder(Path(folder))
+        write_job_programs(programs.programs)
+        result = subprocess.run(
+            ["bash", "-c", render_environment_check(plan, workdir, programs)],
+            env=environ,
+            timeout=_CHECK_TIMEOUT_S,
+            check=False,
+        )
     if result.returncode == TOOLS_MISSING_STATUS:
         console.warning("jobs of this software would train without scaletrain's own checks")
         return 0

@@ -104,8 +104,7 @@ class HangReport:
         return ",".join(self.blamed_nodes)
 
     def to_dict(self) -> dict[str, Any]:
-        # `exclude` on a line of its own: the job script reads it with sed (no JSON parser).
-        return {**asdict(self), "exclude": self.exclude}
+        return asdict(self)
 
 
 def write_hang_report(path: Path, report: HangReport) -> None:
@@ -118,7 +117,7 @@ def read_hang_report(path: Path) -> HangReport | None:
     """The report, or None when there is none (or it is unreadable: it is only advice)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        data.pop("exclude", None)
+        data.pop("exclude", None)  # in older reports: the blamed nodes again, for sed
         stopped = [StoppedRank(**item) for item in data.pop("stopped_first", [])]
         return HangReport(stopped_first=stopped, **data)
     except (OSError, ValueError, TypeError):

@@ -11,6 +11,8 @@ runs/<name>/
   ranks/         rank-N.json: each training process's last step (its heartbeat)
   stacks/        Python stacks of every rank, on request (`scaletrain stacks`, the watchdog)
   hang.json      the hang watchdog's report: which ranks and nodes stopped first
+  hang.env       what the job script does next after a hang, as key=value lines
+  programs/      what the job script runs with the job's own Python (written by submit)
   rehearsal/     the rehearsal's own run folder (`submit --rehearse`): its checkpoints never
                  seed the real run
 """
@@ -124,6 +126,17 @@ class RunFolder:
     def hang_report(self) -> Path:
         """Written by the hang watchdog when it ended a hung training step."""
         return self.root / "hang.json"
+
+    @property
+    def hang_decision(self) -> Path:
+        """Written with hang.json: requeue or not, and without which nodes, for the job
+        script's shell (launch/watchdog/requeue.py)."""
+        return self.root / "hang.env"
+
+    @property
+    def programs(self) -> Path:
+        """The programs the job script runs with the job's own Python (launch/job_programs.py)."""
+        return self.root / "programs"
 
     @property
     def rehearsal(self) -> RunFolder:

@@ -3,19 +3,19 @@
 The skeleton (job.sbatch.j2) writes what every job has: #SBATCH lines (all of them from
 `sbatch_lines` here), software (modules or a container), exported variables, the preflight
 check, training in the background with the graceful-stop trap, and the requeue. The launch
-mode's template writes its launch line. Every value is shell-quoted as it is written (see
-shell_text.py); only template code is not.
+mode's template writes its launch line. What is the same in every job (the requeues' commands,
+the check of the job's Python, the rendezvous store) is not in the script: it runs those
+programs from the run folder, where `submit` writes them (job_programs.py). Every value is
+shell-quoted as it is written (see shell_text.py); only template code is not.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import shlex
 import textwrap
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,8 @@ from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.hang_report import DEFAULT_HANG_LIMIT_S, HANG_EXIT_STATUS
 from scaletrain.core.job_port import JOB_PORT_BASE, JOB_PORT_SPAN
 from scaletrain.core.run_folder import RunFolder
-from scaletrain.launch.environment_check import (
-    IMPORT_CHECK,
-    TOOLS_MISSING_STATUS,
-    fix_hint,
-    import_check,
-)
+from scaletrain.launch.environment_check import TOOLS_MISSING_STATUS, fix_hint, import_check
+from scaletrain.launch.job_programs import JOB_PROGRAMS
 from scaletrain.launch.script_decisions import recovery
 from scaletrain.launch.shell_text import (
     check_job_name,
@@ -59,8 +55,6 @@ _DEFAULT_STOP_MARGIN_S = 300
 NUMA_BINDING_TORCH = (2, 9)
 # sbatch options that name files (relative to where sbatch runs: the run folder).
 _FILE_OPTIONS = ("--output=", "--error=", "--input=")
-# The store of multi-node torchrun and accelerate launches, run with the job's own Python.
-RENDEZVOUS_STORE = "rendezvous_store.py"
 # A rehearsal's training that outlives its end gets SIGTERM, then SIGKILL this much later
 # (`timeout --kill-after`): well within any stop margin.
 REHEARSAL_KILL_AFTER_S = 30
@@ -213,11 +207,12 @@ def render_job_script(plan: Plan, run_folder: RunFolder, options: JobOptions) ->
     return _templates(options.template_cache).get_template("job.sbatch.j2").render(context)
 
 
-def render_environment_check(plan: Plan, workdir: Path) -> str:
+def render_environment_check(plan: Plan, workdir: Path, folder: RunFolder) -> str:
     """A bash script that sets up the job's software as its job would (modules, venv, or the
     container) and checks that the job's Python imports what the job needs: run it on a login
-    node (`scaletrain check --cluster`) to know before submitting."""
-    context = _context(plan, RunFolder(workdir / "runs" / "check"), JobOptions(workdir=workdir))
+    node (`scaletrain check --cluster`) to know before submitting. It runs the check's program
+    from `folder`'s programs/ (launch/job_programs.py writes it)."""
+    context = _context(plan, folder, JobOptions(workdir=workdir))
     return _templates(None).get_template("environment_check.sh.j2").render(context)
 
 
@@ -260,11 +255,16 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
             "job_script": run_folder.job_script.name,
             "ranks": run_folder.ranks.name,
             "hang_report": run_folder.hang_report.name,
+            "hang_decision": run_folder.hang_decision.name,
+            "rehearsal_report": str(run_folder.rehearsal_report.relative_to(run_folder.root)),
+        },
+        # The programs the script runs (launch/job_programs.py), relative to the run folder.
+        "programs": {
+            Path(name).stem: f"{run_folder.programs.name}/{name}" for name in JOB_PROGRAMS
         },
         "hang_limit": f"{options.hang_limit_s:g}",
         "hang_exit_status": HANG_EXIT_STATUS,
         "watchdog_module": in_job_modules.WATCHDOG,
-        "rendezvous_store_program": program_text(RENDEZVOUS_STORE),
         "requeue_count_variable": variables.REQUEUE_COUNT,
         "run_dir_variable": variables.RUN_DIR,
         "software": software,
@@ -274,7 +274,6 @@ def _context(plan: Plan, run_folder: RunFolder, options: JobOptions) -> dict[str
         "expand": set(plan.expand),
         "extras": plan.extras,
         "import_check": {
-            "program": program_text(IMPORT_CHECK),
             "check": import_check(
                 plan,
                 facts,
@@ -360,27 +359,6 @@ def _runs_tools(options: JobOptions) -> bool:
     """The job starts scaletrain's own checks beside your script: the preflight, the hang
     watchdog or the monitor's sampler. Without scaletrain in the job's Python it leaves them out."""
     return options.preflight or bool(options.hang_limit_s) or bool(options.monitor_interval_s)
-
-
-def program_text(name: str) -> str:
-    """A standalone program of templates/ as the job runs it (`python3 - <<'PYTHON'`): its code
-    without docstrings and comments, which explain it in its file, and without annotations,
-    which the job's Python may be too old to read (`list[str]` needs Python 3.9)."""
-    source = (files("scaletrain.launch") / "templates" / name).read_text(encoding="utf-8")
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and _is_docstring(body[0]):
-            del body[0]
-        if isinstance(node, ast.FunctionDef):
-            node.returns = None
-            for argument in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
-                argument.annotation = None
-    return ast.unparse(tree)
-
-
-def _is_docstring(statement: ast.stmt) -> bool:
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
 
 
 def _training_target(plan: Plan, options: JobOptions) -> Target:

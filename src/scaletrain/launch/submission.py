@@ -14,6 +14,7 @@ from typing import Any
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.job_programs import JOB_PROGRAMS, write_job_programs
 from scaletrain.launch.prepare import PreparedJob
 from scaletrain.planning.plan import Plan, read_plan, write_plan
 from scaletrain.slurm import commands as slurm
@@ -79,7 +80,8 @@ def submit_job(
     *,
     after_rehearsal: str | None = None,
 ) -> str:
-    """Save plan.toml and job.sbatch (exactly as submitted), sbatch it, record it; the job id.
+    """Save plan.toml, job.sbatch (exactly as submitted) and the programs it runs, sbatch it,
+    record it; the job id.
 
     `after_rehearsal`: the job id of its rehearsal, which the job waits for and must pass
     (sbatch options, not #SBATCH lines: a resubmission of job.sbatch waits for nothing)."""
@@ -94,6 +96,7 @@ def submit_job(
         folder.create()
         write_plan(plan, folder.plan)
         folder.job_script.write_text(prepared.job_script, encoding="utf-8")
+        write_job_programs(folder.programs)
         # From the run folder: the script's #SBATCH --output=logs/... is relative to it.
         job_id = slurm.submit(
             folder.job_script.absolute(), cwd=folder.root, environ=environ, options=options
@@ -119,9 +122,11 @@ def submit_job(
 def _undone_on_failure(folder: RunFolder) -> Iterator[None]:
     """If the body fails (sbatch refused the job), put back what it found: the files it wrote
     get their old content or go, the folders it made go; nothing else is touched."""
-    files = (folder.plan, folder.job_script)
+    programs = (folder.programs / name for name in JOB_PROGRAMS)
+    files = (folder.plan, folder.job_script, *programs)
     saved = {path: path.read_bytes() if path.is_file() else None for path in files}
-    made = [path for path in (folder.root, folder.logs, folder.metrics) if not path.exists()]
+    folders = (folder.root, folder.logs, folder.metrics, folder.programs)
+    made = [path for path in folders if not path.exists()]
     try:
         yield
     except BaseException:
