@@ -30,4 +30,8 @@ for group in "${groups[@]}"; do
     echo "== mutmut run $group" >&2
     .venv/bin/mutmut run --max-children "${MUTATION_PROCESSES:-2}" "$group" || true
 done
+# Survivors on paths that run only with several ranks, against the multi-rank tests
+# (scripts/mutation-rank-tests.toml names them); then the report.
+echo "== the multi-rank tests against the survivors" >&2
+.venv/bin/python scripts/mutation_ranks.py
 .venv/bin/python scripts/mutation_report.py

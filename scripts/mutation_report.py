@@ -4,6 +4,8 @@ Per module: mutants made, killed (a test failed), survived (no test noticed), no
 them, and the survival rate = survived / (killed + survived + timed out). Each survivor is
 listed with its change and the reason a reader gave in scripts/mutation-reasons.toml (why
 it is harmless), else "unexplained": no survivor is explained by the shape of its change.
+A survivor that the multi-rank tests kill (scripts/mutation_ranks.py, for code that runs only
+with more than one rank) counts as killed by them, with the tests named.
 
 A reason names the function and the exact change (the line removed and the line added), not
 mutmut's number of the mutant, which shifts when the function changes: a reason stays with
@@ -12,6 +14,7 @@ the change it was written for, and one whose change is gone is listed as stale.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -26,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 MUTMUT = [str(Path(sys.executable).with_name("mutmut"))]
 REPORT = REPO / "docs" / "mutation-report.md"
 REASONS = REPO / "scripts" / "mutation-reasons.toml"
+RANK_RESULTS = REPO / "mutants" / "rank-results.json"
 # mutmut names a mutant <module>.x_<function>__mutmut_<n> or <module>.xǁ<Class>ǁ<method>...
 MODULE = re.compile(r"^(?P<module>.+?)\.x[_ǁ]")
 NUMBER = re.compile(r"__mutmut_\d+$")
@@ -80,6 +84,21 @@ def change(name: str) -> Change:
     return Change(NUMBER.sub("", name), " ".join(removed), " ".join(added))
 
 
+def killed_by_ranks(statuses: dict[str, str]) -> dict[str, list[str]]:
+    """The in-process survivors the multi-rank tests killed, with those tests; a result made
+    for another change of the function (the code changed since) does not count."""
+    if not RANK_RESULTS.is_file():
+        return {}
+    found = json.loads(RANK_RESULTS.read_text(encoding="utf-8"))
+    return {
+        name: result["tests"]
+        for name, result in found.items()
+        if result["status"] == "killed"
+        and statuses.get(name) == "survived"
+        and Change(**result["change"]) == change(name)
+    }
+
+
 def tested_commit() -> str:
     """The commit whose code and tests the run used (the run keeps results across commits:
     a result is as old as the run that made it)."""
@@ -90,6 +109,8 @@ def tested_commit() -> str:
 
 def main() -> None:
     statuses = results()
+    by_ranks = killed_by_ranks(statuses)
+    statuses |= dict.fromkeys(by_ranks, "killed by ranks")
     reasons = read_reasons(REASONS)
     by_module: dict[str, Counter[str]] = defaultdict(Counter)
     for name, status in statuses.items():
@@ -103,19 +124,24 @@ def main() -> None:
         "run against it. *Survived*: no test noticed. Survival rate = survived / (killed +",
         "survived + timed out); *no tests*: no selected test runs that code; *not run*: the",
         "last run stopped before it reached them (`bash scripts/mutation.sh` continues where",
-        "it stopped: results are kept in mutants/).",
+        "it stopped: results are kept in mutants/). *Killed by ranks*: survived the",
+        "in-process run, killed by a multi-rank test (scripts/mutation_ranks.py), for code",
+        "that runs only with more than one rank.",
         "",
         f"Run on the code and tests of commit {tested_commit()}.",
         "",
-        "| module | mutants | killed | survived | timed out | no tests | not run | survival rate |",
-        "|---|---|---|---|---|---|---|---|",
+        "| module | mutants | killed | killed by ranks | survived | timed out | no tests | not run "
+        "| survival rate |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for module, counts in sorted(by_module.items()):
-        tested = counts["killed"] + counts["survived"] + counts["timeout"]
+        killed = counts["killed"] + counts["killed by ranks"]
+        tested = killed + counts["survived"] + counts["timeout"]
         rate = f"{counts['survived'] / tested:.0%}" if tested else "-"
         lines.append(
-            f"| `{module}` | {sum(counts.values())} | {counts['killed']} | {counts['survived']} | "
-            f"{counts['timeout']} | {counts['no tests']} | {counts['not checked']} | {rate} |"
+            f"| `{module}` | {sum(counts.values())} | {counts['killed']} | "
+            f"{counts['killed by ranks']} | {counts['survived']} | {counts['timeout']} | "
+            f"{counts['no tests']} | {counts['not checked']} | {rate} |"
         )
     survivors = sorted(name for name, status in statuses.items() if status == "survived")
     changes = {name: change(name) for name in survivors}
@@ -132,6 +158,9 @@ def main() -> None:
         found = changes[name]
         why = reasons.get(found, "*unexplained*")
         lines += [f"- `{name}`: `{found.removed}` → `{found.added}`", f"  {why}"]
+    if by_ranks:
+        lines += ["", f"## Killed by the multi-rank tests ({len(by_ranks)})", ""]
+        lines += [f"- `{name}`: {', '.join(tests)}" for name, tests in sorted(by_ranks.items())]
     tested_functions = {
         NUMBER.sub("", name) for name, status in statuses.items() if status != "not checked"
     }

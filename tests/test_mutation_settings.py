@@ -44,3 +44,15 @@ def test_every_reason_names_a_function_of_a_mutated_module_and_its_change() -> N
         assert entry["removed"] != entry["added"] and entry["why"].strip(), entry
         assert "__mutmut_" not in entry["function"], entry
         assert any(entry["function"].startswith(module) for module in mutated), entry
+
+
+def test_every_rank_test_the_mutation_run_names_exists() -> None:
+    """scripts/mutation_ranks.py runs these after the hours-long in-process run."""
+    tables = parse_toml((ROOT / "scripts" / "mutation-rank-tests.toml").read_text())["rank_tests"]
+    assert tables
+    for table in tables:
+        assert set(table) == {"functions", "tests"} and table["functions"], table
+        for test in table["tests"]:
+            path, _, name = test.partition("::")
+            assert (ROOT / path).is_file(), test
+            assert not name or f"def {name.split('[')[0]}(" in (ROOT / path).read_text(), test

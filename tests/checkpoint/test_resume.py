@@ -4,6 +4,7 @@ checkpoint that does not fit the script is an error, not a silent fresh start.""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -11,8 +12,11 @@ import pytest
 import torch
 from torch import nn
 
+from scaletrain.checkpoint.deepspeed_state import SECTION
 from scaletrain.checkpoint.resume import load_newest
 from scaletrain.checkpoint.state import TrainingObjects
+from scaletrain.checkpoint.storage import open_storage
+from scaletrain.checkpoint.writer import write_checkpoint
 from scaletrain.core.errors import ScaletrainError
 from tests.checkpoint.conftest import job_of, save_alone, target_alone
 
@@ -111,7 +115,36 @@ def test_an_intact_checkpoint_that_does_not_fit_the_model_is_an_error(
         f"The checkpoint {tmp_path / 'step-0000010'} is intact but does not fit this "
         "training script: "
     )
-    assert (
-        "resume with the model, optimizer, scheduler and scaler that saved it" in raised.value.hint
+    assert "CheckpointException" in message  # DCP's own words follow, naming what differs
+    assert raised.value.hint == (
+        "resume with the model, optimizer, scheduler and scaler that saved it, or start a new "
+        "run (another --name); move the checkpoints folder away to start over."
     )
     assert (tmp_path / "step-0000010").is_dir()  # nothing set aside or deleted
+
+
+def test_a_checkpoint_of_deepspeed_into_a_torch_native_model_names_both_and_the_way_out(
+    tmp_path: Path, storage: str
+) -> None:
+    """A DeepSpeed engine's state sits under its own section of the checkpoint (what
+    deepspeed_state.py saves); a DDP/FSDP/one-process run cannot load it."""
+    root = tmp_path / "runs" / "train" / "checkpoints"
+    target = target_alone(root)
+    partitions = {"module": {"layer": {"weight": torch.ones(4, 8)}}}
+    job = dataclasses.replace(job_of({}, step=10), state={SECTION: partitions})
+    write_checkpoint(job, target, open_storage(storage, target, pin=False, asynchronous=False))
+    with pytest.raises(ScaletrainError) as raised:
+        load_newest(TrainingObjects(model=nn.Linear(8, 4)), target)
+    assert raised.value.problem == (
+        f"The checkpoint {root / 'step-0000010'} was saved by DeepSpeed ZeRO (strategy zero1, "
+        "zero2 or zero3), and this run trains with DDP, FSDP, HSDP or one process: DeepSpeed "
+        "keeps weights and optimizer state in flat partitions of its own, and the two layouts "
+        "do not load into each other."
+    )
+    assert raised.value.hint == (
+        "resume this run with strategy='zero1', 'zero2' or 'zero3' (any of them, at any number "
+        f"of processes). To switch, `scaletrain export --runs-dir {tmp_path / 'runs'} train` "
+        "writes its weights as one file: load that into your model before st.wrap and start a "
+        "new run (another --name); the optimizer starts afresh."
+    )
+    assert (root / "step-0000010").is_dir()  # nothing set aside or deleted

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -30,7 +31,8 @@ from scaletrain.checkpoint.writer import (
 from tests.checkpoint.conftest import job_of, save_alone, target_alone
 
 SAVED_LINE = re.compile(
-    r"^scaletrain: saved checkpoint (?P<folder>\S+) \(test; (?P<mb>[\d,.]+) MB in [\d.]+ s\)$",
+    r"^scaletrain: saved checkpoint (?P<folder>\S+) "
+    r"\(test; (?P<mb>[\d,.]+) MB in (?P<seconds>[\d.]+) s\)$",
     re.MULTILINE,
 )
 
@@ -40,7 +42,9 @@ def test_a_save_is_published_with_a_manifest_of_its_files(
 ) -> None:
     state = {"weight": torch.arange(1000, dtype=torch.float32), "bias": torch.ones(3)}
     before = datetime.now(timezone.utc).replace(microsecond=0)
+    started = time.perf_counter()
     published = save_alone(tmp_path, state, storage=storage, step=5)
+    took = time.perf_counter() - started
     assert published == tmp_path / "step-0000005"
     assert (tmp_path / "LATEST").read_text() == "step-0000005\n"
     assert not (tmp_path / "step-0000005.partial").exists()
@@ -57,6 +61,7 @@ def test_a_save_is_published_with_a_manifest_of_its_files(
     assert line["folder"] == str(published)
     total = sum(file.size for file in manifest.files.values())
     assert line["mb"] == f"{total / 1e6:,.1f}"
+    assert 0 <= float(line["seconds"]) <= round(took, 2) + 0.01  # the save's own time
 
 
 def test_the_state_and_this_ranks_generators_load_with_plain_dcp(
