@@ -16,6 +16,7 @@ from torch.optim import Optimizer
 
 from scaletrain.core.errors import ScaletrainError
 from scaletrain.runtime.layout import DistEnv
+from scaletrain.train.strategies.fsdp_averaging import average_gradients
 from scaletrain.train.strategies.options import WrapOptions
 from scaletrain.train.strategies.precision import Precision
 from scaletrain.train.strategies.training import GradientSync
@@ -90,6 +91,9 @@ def shard_model(
         fully_shard(block, mp_policy=inner, **shard_options)
     _copy_from_rank_zero(model, env.device)
     fully_shard(model, mp_policy=outer, **shard_options)
+    average_gradients(
+        [*blocks, model], mesh, reduce_dtype=precision.reduce, hsdp=options.strategy == "hsdp"
+    )
     return model
 
 
