@@ -10,9 +10,9 @@ from typing import Any
 
 from scaletrain.core import console
 from scaletrain.core.errors import ScaletrainError
-from scaletrain.core.files import read_text
 from scaletrain.core.progress_line import format_duration, last_progress_line
 from scaletrain.core.run_folder import RunFolder
+from scaletrain.launch.rehearsal_verdict import cancelled_by_its_rehearsal, rehearsal_verdict
 from scaletrain.observe.rehearsal import (
     RehearsalReport,
     memory_line,
@@ -27,12 +27,6 @@ from scaletrain.slurm.output import JobInfo
 
 Row = tuple[str, console.Piece]
 
-# The job script's verdict lines (launch/templates/rehearsal.j2), for a rehearsal that Slurm
-# has forgotten (no accounting).
-_PASSED, _FAILED = "scaletrain: rehearsal passed", "scaletrain: rehearsal failed"
-# Slurm's reason for a job whose --dependency=afterok can no longer be met.
-_NEVER_SATISFIED = "DependencyNeverSatisfied"
-
 
 def rehearsal_status(
     folder: RunFolder, job: JobEvent, real: JobInfo | None, environ: Mapping[str, str]
@@ -42,7 +36,7 @@ def rehearsal_status(
     where = folder.rehearsal
     info = slurm.job_info(rehearsal_id, environ=environ)
     log = job_output_file(where, rehearsal_id)
-    verdict = _verdict(info, log)
+    verdict = rehearsal_verdict(info, log)
     fields: dict[str, Any] = {
         "job_id": rehearsal_id,
         "state": info.state if info else "UNKNOWN",
@@ -61,7 +55,7 @@ def rehearsal_status(
     elif verdict == "failed":
         error = fields["error"] or "see its output"
         rows.append(("rehearsal", (f"job {rehearsal_id} failed ({state}): {error}", "error")))
-        if real is not None and real.state == "CANCELLED" and _NEVER_SATISFIED in real.reason:
+        if cancelled_by_its_rehearsal(real):
             rows.append(("real job", "cancelled by Slurm before it started: its rehearsal failed"))
         rows.append(("doctor", f"scaletrain doctor {where.root}"))
     else:
@@ -72,18 +66,6 @@ def rehearsal_status(
         rows += report_rows
     rows.append(("rehearsal log", str(log) if log else f"- (none in {where.logs}/)"))
     return fields, rows
-
-
-def _verdict(info: JobInfo | None, log: Path | None) -> str:
-    """running, passed, failed or unknown: Slurm's state, else the job's own verdict line."""
-    if info is not None:
-        if info.is_active:
-            return "running"
-        return "passed" if info.state == "COMPLETED" else "failed"
-    text = read_text(log, "rehearsal output", errors="replace") if log else ""
-    if _PASSED in text:
-        return "passed"
-    return "failed" if _FAILED in text else "unknown"
 
 
 def _passed(report: RehearsalReport | None) -> str:
